@@ -1,0 +1,42 @@
+"""gliding_actors: a CPU-cache-style memory for teams of LLM agents, built on actors."""
+
+from gliding_actors.clock import Clock, SystemClock, VirtualClock
+from gliding_actors.config import Config
+from gliding_actors.errors import (
+    ActorCrashed,
+    ActorUnavailable,
+    ConfigError,
+    ConflictError,
+    CorruptRecord,
+    CycleError,
+    GlidingError,
+    IncompatibleFormat,
+    InvalidInput,
+    PermissionDenied,
+    ScenarioFormatError,
+    StorageError,
+    Timeout,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActorCrashed",
+    "ActorUnavailable",
+    "Clock",
+    "Config",
+    "ConfigError",
+    "ConflictError",
+    "CorruptRecord",
+    "CycleError",
+    "GlidingError",
+    "IncompatibleFormat",
+    "InvalidInput",
+    "PermissionDenied",
+    "ScenarioFormatError",
+    "StorageError",
+    "SystemClock",
+    "Timeout",
+    "VirtualClock",
+    "__version__",
+]

@@ -1,0 +1,26 @@
+"""Benchmarks, run as ``gliding-actors bench SUITE [--json] [--quick]``.
+
+Each suite is a module ``gliding_actors.bench._<suite>`` with a function
+``run(quick: bool) -> dict[str, Any]`` returning one flat-ish JSON object whose
+figures are measured against a baseline in the same process (ratios, medians).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["SUITES", "load_suite"]
+
+#: suite name -> module (imported lazily so one suite's dependencies do not
+#: slow the others)
+SUITES: dict[str, str] = {
+    "runtime": "gliding_actors.bench._runtime",
+}
+
+
+def load_suite(name: str) -> Callable[[bool], dict[str, Any]]:
+    module = importlib.import_module(SUITES[name])
+    run: Callable[[bool], dict[str, Any]] = module.run
+    return run

@@ -1,0 +1,202 @@
+"""Typed, nested configuration.
+
+A :class:`Config` is a tree of frozen dataclasses, one section per layer. It is
+built from a plain mapping (a scenario's ``config:`` block, a YAML file, or keyword
+overrides); an unknown key or a value of the wrong type or range is a
+:class:`~gliding_actors.errors.ConfigError` naming the key path, never silently
+ignored.
+
+Sections are added by the layer that reads them. A key appears here only when
+some code reads it; the docstring of each section says which.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gliding_actors.errors import ConfigError
+
+__all__ = [
+    "AgentsConfig",
+    "CoherenceConfig",
+    "Config",
+    "L0Config",
+    "L1Config",
+    "RuntimeConfig",
+]
+
+T = TypeVar("T")
+
+
+def _range(lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
+    return {"range": (lo, hi)}
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeConfig:
+    """How the actor runtime waits. Read by :mod:`gliding_actors.runtime`."""
+
+    #: Default timeout, in seconds, of every wait outside the actor system.
+    ask_timeout_s: float = dataclasses.field(default=10.0, metadata=_range(0.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class CoherenceConfig:
+    """MESI coherence: which writes go through to L0, and cache capacity."""
+
+    #: A write carrying any of these tags is write-through (durable in L2 and L0
+    #: before it completes); other writes are write-back.
+    critical_tags: tuple[str, ...] = ("user_intent", "confirmed_fact", "emphasis")
+    #: Lines an agent cache holds before it evicts the least recently used one.
+    cache_lines: int = dataclasses.field(default=1024, metadata=_range(1))
+
+
+@dataclasses.dataclass(frozen=True)
+class L0Config:
+    """The LevelDB store."""
+
+    #: Largest serialised node accepted, in bytes (larger is ``InvalidInput``).
+    max_node_bytes: int = dataclasses.field(default=5 * 1024 * 1024, metadata=_range(1))
+    #: fsync every write batch (True) or only write-through ones (False).
+    sync_all_writes: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class L1Config:
+    """The per-agent summary chain and its two-phase eviction (see the scenario spec)."""
+
+    token_budget: int = dataclasses.field(default=2000, metadata=_range(1))
+    relevance_threshold: float = dataclasses.field(default=0.3, metadata=_range(0.0, 1.0))
+    safe_window_s: float = dataclasses.field(default=300.0, metadata=_range(0.0))
+    beta: float = dataclasses.field(default=0.6, metadata=_range(0.0, 1.0))
+    w_recency: float = dataclasses.field(default=0.5, metadata=_range(0.0))
+    w_cost: float = dataclasses.field(default=0.5, metadata=_range(0.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentsConfig:
+    """Agent awareness on the blackboard."""
+
+    #: An agent whose last heartbeat is older than this is stale.
+    heartbeat_timeout_s: float = dataclasses.field(default=30.0, metadata=_range(0.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """The whole configuration; every section has working defaults."""
+
+    runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
+    coherence: CoherenceConfig = dataclasses.field(default_factory=CoherenceConfig)
+    l0: L0Config = dataclasses.field(default_factory=L0Config)
+    l1: L1Config = dataclasses.field(default_factory=L1Config)
+    agents: AgentsConfig = dataclasses.field(default_factory=AgentsConfig)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Config:
+        """Build a config from a nested mapping; missing keys take defaults."""
+        if data is None:
+            return cls()
+        return _build(cls, data, ())
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> Config:
+        """Read a YAML 1.2 file holding the same nested mapping."""
+        from ruamel.yaml import YAML
+        from ruamel.yaml.error import YAMLError
+
+        try:
+            data = YAML(typ="safe", pure=True).load(Path(path).read_text(encoding="utf-8"))
+        except (OSError, YAMLError) as exc:
+            raise ConfigError(f"cannot read config {path}: {exc}") from exc
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"config {path} must be a mapping, not {type(data).__name__}")
+        return cls.from_dict(data)
+
+    def merged(self, overrides: Mapping[str, Any]) -> Config:
+        """A copy with ``overrides`` (nested mapping) applied on top."""
+        return _build(type(self), overrides, (), base=self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as plain data (lists for tuples), e.g. for a report."""
+        return _plain(dataclasses.asdict(self))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _build(cls: type[T], data: Mapping[str, Any], path: tuple[str, ...], base: T | None = None) -> T:
+    if not isinstance(data, Mapping):
+        where = ".".join(path) or "config"
+        raise ConfigError(f"{where} must be a mapping, not {type(data).__name__}", path=path)
+    assert dataclasses.is_dataclass(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        key = str(unknown[0])
+        where = ".".join((*path, key))
+        known = ", ".join(sorted(fields))
+        raise ConfigError(f"unknown config key {where!r} (known here: {known})", path=(*path, key))
+    values: dict[str, Any] = {}
+    for name, field in fields.items():
+        hint = hints[name]
+        current = getattr(base, name) if base is not None else None
+        if name not in data:
+            continue
+        raw = data[name]
+        sub_path = (*path, name)
+        if dataclasses.is_dataclass(hint):
+            values[name] = _build(typing.cast(type[Any], hint), raw, sub_path, base=current)
+        else:
+            values[name] = _coerce(hint, raw, sub_path, field.metadata.get("range"))
+    if base is not None:
+        return dataclasses.replace(base, **values)  # type: ignore[type-var]
+    return cls(**values)
+
+
+def _coerce(hint: Any, raw: Any, path: tuple[str, ...], bounds: tuple[float | None, float | None] | None) -> Any:
+    where = ".".join(path)
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        (item_type, _ellipsis) = typing.get_args(hint)
+        if not isinstance(raw, (list, tuple)):
+            raise ConfigError(f"{where} must be a list, not {type(raw).__name__}", path=path)
+        return tuple(_coerce(item_type, item, (*path, str(i)), None) for i, item in enumerate(raw))
+    if origin in (typing.Union, types.UnionType):
+        raise TypeError(f"unsupported config type {hint} at {where}")  # pragma: no cover
+    if hint is bool:
+        if not isinstance(raw, bool):
+            raise ConfigError(f"{where} must be true or false, not {raw!r}", path=path)
+        return raw
+    if hint is int:
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise ConfigError(f"{where} must be an integer, not {raw!r}", path=path)
+        value: float = raw
+    elif hint is float:
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            raise ConfigError(f"{where} must be a number, not {raw!r}", path=path)
+        value = float(raw)
+    elif hint is str:
+        if not isinstance(raw, str):
+            raise ConfigError(f"{where} must be a string, not {raw!r}", path=path)
+        return raw
+    else:  # pragma: no cover - a new field type needs a branch here
+        raise TypeError(f"unsupported config type {hint} at {where}")
+    if bounds is not None:
+        lo, hi = bounds
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            span = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
+            raise ConfigError(f"{where} = {raw!r} is outside {span}", path=path)
+    return value

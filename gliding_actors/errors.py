@@ -1,0 +1,134 @@
+"""The one exception tree of gliding_actors.
+
+Every error the library raises on purpose is a :class:`GlidingError`, so an
+orchestrator can catch the library's failures in one ``except`` clause and still
+tell them apart::
+
+    GlidingError
+    ├── InvalidInput            bad input; nothing was changed
+    │   ├── ConfigError         a configuration key or value is wrong
+    │   └── ScenarioFormatError a scenario file is malformed (FILE:LINE:COL)
+    ├── PermissionDenied        the agent's role may not touch that graph
+    ├── ConflictError           a compare-and-set or fencing check lost a race
+    ├── CycleError              a task dependency would close a cycle
+    ├── Timeout                 a wait ran out of time (also a TimeoutError)
+    ├── ActorUnavailable        the actor is stopped, crashed or unknown
+    │   └── ActorCrashed        the actor failed while handling this request
+    └── StorageError            durable storage cannot be used as it is
+        ├── IncompatibleFormat  written by a newer format version
+        └── CorruptRecord       a stored record does not decode
+
+The scenario format names errors by class name (``error: ConflictError``), so
+these names are part of the public contract: never rename one.
+
+Errors that cross an actor boundary are re-raised in the caller as the same
+class; an exception that is *not* a ``GlidingError`` escaping an actor's handler
+is a bug in that actor and reaches callers as :class:`ActorCrashed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "ActorCrashed",
+    "ActorUnavailable",
+    "ConfigError",
+    "ConflictError",
+    "CorruptRecord",
+    "CycleError",
+    "GlidingError",
+    "IncompatibleFormat",
+    "InvalidInput",
+    "PermissionDenied",
+    "ScenarioFormatError",
+    "StorageError",
+    "Timeout",
+]
+
+
+class GlidingError(Exception):
+    """Base class of every error gliding_actors raises on purpose."""
+
+
+class InvalidInput(GlidingError, ValueError):
+    """Input was refused before anything changed.
+
+    ``path`` locates the offending part inside a nested input (for example
+    ``("l1", "beta")`` in a config), when there is one.
+    """
+
+    def __init__(self, message: str, *, path: Sequence[str | int] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path: tuple[str | int, ...] = tuple(path)
+
+
+class ConfigError(InvalidInput):
+    """A configuration key is unknown or a value has the wrong type or range."""
+
+
+class ScenarioFormatError(InvalidInput):
+    """A scenario file does not follow the format; says where, as FILE:LINE:COL."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str,
+        line: int,
+        col: int,
+        path: Sequence[str | int] = (),
+    ) -> None:
+        super().__init__(message, path=path)
+        self.file = file
+        self.line = line
+        self.col = col
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}: {self.message}"
+
+
+class PermissionDenied(GlidingError):
+    """The agent's role may not perform this operation on that named graph."""
+
+
+class ConflictError(GlidingError):
+    """A version or fencing-token check failed because someone else moved first."""
+
+
+class CycleError(GlidingError):
+    """Adding this task dependency would close a cycle; nothing was added."""
+
+
+class Timeout(GlidingError, TimeoutError):
+    """A wait outside the actor system ran out of time."""
+
+
+class ActorUnavailable(GlidingError):
+    """The addressed actor is not running (never started, stopped, or crashed)."""
+
+
+class ActorCrashed(ActorUnavailable):
+    """The actor raised an unexpected exception while handling the request.
+
+    ``actor`` names the actor; ``cause`` is ``"ExceptionType: message"`` of the
+    original exception (a string, so the error can cross process boundaries).
+    """
+
+    def __init__(self, actor: str, cause: str) -> None:
+        super().__init__(f"actor {actor!r} crashed: {cause}")
+        self.actor = actor
+        self.cause = cause
+
+
+class StorageError(GlidingError):
+    """Durable storage cannot be used as it is; nothing was silently dropped."""
+
+
+class IncompatibleFormat(StorageError):
+    """The store was written by a newer on-disk format version than this build reads."""
+
+
+class CorruptRecord(StorageError):
+    """A stored record does not decode; the key is named in the message."""

@@ -1,0 +1,1 @@
+"""The actor runtime: one interface, a threads backend and a deterministic simulator."""

@@ -1,0 +1,1 @@
+"""Scenario files (format v1): loading, replay, expectations, invariants."""
