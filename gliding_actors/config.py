@@ -125,7 +125,8 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         """The config as plain data (lists for tuples), e.g. for a report."""
-        return _plain(dataclasses.asdict(self))
+        plain: dict[str, Any] = _plain(dataclasses.asdict(self))
+        return plain
 
 
 def _plain(value: Any) -> Any:

@@ -1,1 +1,76 @@
-"""The actor runtime: one interface, a threads backend and a deterministic simulator."""
+"""The actor runtime: one interface, several backends.
+
+``threads`` (Pykka threads in this process) is the default; ``sim`` is the
+deterministic simulator used by tests and scenario replay. Backends are loaded
+by name through :func:`create_runtime`; code above this package never imports
+pykka (or ray).
+"""
+
+from __future__ import annotations
+
+from gliding_actors.clock import Clock, VirtualClock
+from gliding_actors.errors import InvalidInput
+from gliding_actors.runtime._future import BaseFuture, CompletedFuture, MappedFuture
+from gliding_actors.runtime._interface import (
+    DEFERRED,
+    ActorRef,
+    Behaviour,
+    Context,
+    Future,
+    Message,
+    ReplyToken,
+    Runtime,
+)
+from gliding_actors.runtime._sim import Channel, LogEntry, SimFuture, Simulator
+from gliding_actors.runtime._threads import ThreadsRuntime
+
+__all__ = [
+    "BACKENDS",
+    "DEFERRED",
+    "ActorRef",
+    "BaseFuture",
+    "Behaviour",
+    "Channel",
+    "CompletedFuture",
+    "Context",
+    "Future",
+    "LogEntry",
+    "MappedFuture",
+    "Message",
+    "ReplyToken",
+    "Runtime",
+    "SimFuture",
+    "Simulator",
+    "ThreadsRuntime",
+    "create_runtime",
+]
+
+BACKENDS = ("threads", "sim")
+
+
+def create_runtime(
+    kind: str,
+    *,
+    clock: Clock | None = None,
+    seed: int = 0,
+    ask_timeout_s: float = 10.0,
+    trace: int = 0,
+) -> Runtime:
+    """Start a runtime of the named backend.
+
+    ``seed`` drives the simulator's scheduling; ``clock`` defaults to the system
+    clock on ``threads`` and a fresh :class:`VirtualClock` on ``sim`` (which
+    only accepts a virtual clock).
+    """
+    if kind == "threads":
+        return ThreadsRuntime(clock, ask_timeout_s=ask_timeout_s, trace=trace)
+    if kind == "sim":
+        if clock is not None and not isinstance(clock, VirtualClock):
+            raise InvalidInput("the sim runtime runs on a VirtualClock only")
+        return Simulator(seed, clock=clock, ask_timeout_s=ask_timeout_s)
+    if kind == "ray":
+        raise InvalidInput(
+            "the ray runtime is not part of this build yet; "
+            "runtimes available: " + ", ".join(BACKENDS)
+        )
+    raise InvalidInput(f"unknown runtime {kind!r}; choose one of: {', '.join(BACKENDS)}")

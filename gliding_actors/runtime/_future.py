@@ -1,0 +1,127 @@
+"""Futures shared by the backends: answered once, waited on with a timeout."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from gliding_actors.errors import Timeout
+
+__all__ = ["BaseFuture", "CompletedFuture", "MappedFuture", "ThreadFuture"]
+
+T = TypeVar("T")
+
+_UNSET: Any = object()
+
+
+class BaseFuture(Generic[T]):
+    """Holds one outcome (value or exception) and runs callbacks once it arrives."""
+
+    def __init__(self, description: str = "") -> None:
+        self._value: Any = _UNSET
+        self._error: BaseException | None = None
+        self._callbacks: list[Callable[[Any], None]] = []
+        self._lock = threading.Lock()
+        self.description = description
+
+    def done(self) -> bool:
+        return self._value is not _UNSET or self._error is not None
+
+    def set_result(self, value: T) -> None:
+        self._settle(value, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        self._settle(_UNSET, error)
+
+    def _settle(self, value: Any, error: BaseException | None) -> None:
+        with self._lock:
+            if self.done():
+                raise RuntimeError(f"future {self.description or id(self)} answered twice")
+            if error is not None:
+                self._error = error
+            else:
+                self._value = value
+            callbacks, self._callbacks = self._callbacks, []
+            self._notify()
+        for callback in callbacks:
+            callback(self)
+
+    def _notify(self) -> None:
+        """Wake waiters (called with the lock held)."""
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        with self._lock:
+            if not self.done():
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    def result_now(self) -> T:
+        """The outcome of an answered future (raises its error)."""
+        if self._error is not None:
+            raise self._error
+        if self._value is _UNSET:
+            raise RuntimeError("future is not answered yet")
+        value: T = self._value
+        return value
+
+    def exception(self) -> BaseException | None:
+        """The error of an answered future, or None."""
+        return self._error
+
+
+class ThreadFuture(BaseFuture[T]):
+    """A future answered from another thread; ``get`` waits on a condition."""
+
+    def __init__(self, default_timeout: float, description: str = "") -> None:
+        super().__init__(description)
+        self._cond = threading.Condition(self._lock)
+        self._default_timeout = default_timeout
+
+    def _notify(self) -> None:
+        self._cond.notify_all()
+
+    def get(self, timeout: float | None = None) -> T:
+        limit = self._default_timeout if timeout is None else timeout
+        with self._cond:
+            if not self.done() and not self._cond.wait_for(self.done, limit):
+                raise Timeout(
+                    f"no answer within {limit:g} s" + (f" from {self.description!r}" if self.description else "")
+                )
+        return self.result_now()
+
+
+class CompletedFuture(BaseFuture[T]):
+    """A future that is answered at creation (a cache hit needs no round trip)."""
+
+    def __init__(self, value: T | None = None, error: BaseException | None = None) -> None:
+        super().__init__()
+        if error is not None:
+            self._error = error
+        else:
+            self._value = value
+
+    def get(self, timeout: float | None = None) -> T:
+        return self.result_now()
+
+
+class MappedFuture(Generic[T]):
+    """``fn`` applied to another future's value, keeping that future's way of waiting.
+
+    On the simulator the inner future's ``get`` drives the simulation, so a
+    mapped future must wait through it rather than on a condition of its own.
+    """
+
+    def __init__(self, inner: Any, fn: Callable[[Any], T]) -> None:
+        self._inner = inner
+        self._fn = fn
+
+    def get(self, timeout: float | None = None) -> T:
+        return self._fn(self._inner.get(timeout))
+
+    def done(self) -> bool:
+        return bool(self._inner.done())
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        self._inner.add_done_callback(lambda _inner: callback(self))
