@@ -1,0 +1,135 @@
+"""MemoryBus fan-out order and the MemorySystem facade, on every backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gliding_actors import ActorUnavailable, InvalidInput
+from gliding_actors.bus import BUS_ACTOR, MemoryBus
+from gliding_actors.clock import VirtualClock
+from gliding_actors.runtime import BACKENDS, Context, Runtime, Simulator, ThreadsRuntime
+from gliding_actors.system import MemorySystem
+
+
+@pytest.fixture(params=BACKENDS)
+def system(request: pytest.FixtureRequest) -> Any:
+    with MemorySystem.open(runtime=request.param, clock=VirtualClock()) as memory:
+        yield memory
+
+
+def test_publish_order_is_kept_for_every_subscriber(system: MemorySystem) -> None:
+    pa, da, ca, aa = (system.agent(i, r) for i, r in [("pa", "PA"), ("da", "DA"), ("ca", "CA"), ("aa", "AA")])
+    ca.subscribe("review")
+    aa.subscribe("review")
+    aa.subscribe("other")
+    seqs = []
+    for i in range(5):
+        seqs.append(pa.publish("review", {"n": i, "by": "pa"}))
+        seqs.append(da.publish("review", {"n": i, "by": "da"}))
+    da.publish("other", {"n": 99})
+    assert seqs == sorted(seqs)
+    for agent in (ca, aa):
+        events = agent.inbox()
+        review = [e for e in events if e["topic"] == "review"]
+        assert [e["seq"] for e in review] == seqs
+        assert [e["message"] for e in review][:2] == [{"n": 0, "by": "pa"}, {"n": 0, "by": "da"}]
+    assert ca.inbox() == []  # drained
+    assert pa.inbox() == []  # never subscribed
+
+
+def test_publish_refuses_bad_input_and_changes_nothing(system: MemorySystem) -> None:
+    pa, ca = system.agent("pa", "PA"), system.agent("ca", "CA")
+    ca.subscribe("t")
+    with pytest.raises(InvalidInput):
+        pa.publish("t", ["not", "an", "object"])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        pa.publish("t", {"x": float("nan")})
+    with pytest.raises(InvalidInput):
+        pa.publish("", {"x": 1})
+    with pytest.raises(InvalidInput):
+        ca.subscribe("")
+    assert ca.inbox() == []
+    assert pa.publish("t", {"x": 1}) == 1  # no sequence number was used up
+
+
+class Listener:
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def receive(self, message: Any, ctx: Context) -> Any:
+        if message == "events":
+            return self.events
+        self.events.append(message)
+        return None
+
+
+def test_actor_subscribers_are_pushed_events_in_order(system: MemorySystem) -> None:
+    rt: Runtime = system.runtime
+    rt.spawn("listener", Listener)
+    bus = rt.lookup(BUS_ACTOR)
+    bus.ask({"type": "subscribe", "topic": "views", "subscriber": "listener", "mode": "push"}).get(2.0)
+    pa = system.agent("pa", "PA")
+    for i in range(10):
+        pa.publish("views", {"i": i})
+    if isinstance(rt, Simulator):
+        rt.run_until_quiescent()
+    else:
+        assert isinstance(rt, ThreadsRuntime)
+        rt.wait_quiescent(5.0)
+    events = rt.lookup("listener").ask("events").get(2.0)
+    assert [e["message"]["i"] for e in events] == list(range(10))
+    bus.ask({"type": "unsubscribe", "topic": "views", "subscriber": "listener"}).get(2.0)
+    assert pa.publish("views", {"i": 10}) == 11
+
+
+def test_bus_refuses_malformed_messages() -> None:
+    bus = MemoryBus()
+    with pytest.raises(InvalidInput):
+        bus.receive("nope", None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        bus.receive({"type": "explode"}, None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        bus.receive({"type": "subscribe", "topic": "t", "subscriber": "x", "mode": "carrier-pigeon"}, None)  # type: ignore[arg-type]
+
+
+def test_agents_are_registered_once_per_id(system: MemorySystem) -> None:
+    pa = system.agent("pa", "PA")
+    assert system.agent("pa", "PA") is pa
+    with pytest.raises(InvalidInput, match="already has role PA"):
+        system.agent("pa", "DA")
+    with pytest.raises(InvalidInput, match="unknown role"):
+        system.agent("zz", "XX")
+    with pytest.raises(InvalidInput):
+        system.agent("has space", "PA")
+    assert set(system.agents()) == {"pa"}
+
+
+def test_open_makes_and_removes_a_temporary_directory() -> None:
+    with MemorySystem.open() as memory:
+        where = memory.path
+        assert where.is_dir()
+        assert memory.runtime.kind == "threads"
+    assert not where.exists()
+    assert memory.closed
+    with pytest.raises(ActorUnavailable):
+        memory.agent("pa", "PA")
+
+
+def test_open_keeps_a_given_directory(tmp_path: Path) -> None:
+    target = tmp_path / "mem"
+    with MemorySystem.open(target, config={"l1": {"token_budget": 50}}, runtime="sim") as memory:
+        assert memory.config.l1.token_budget == 50
+        assert memory.runtime.kind == "sim"
+    assert target.is_dir()
+
+
+def test_open_refuses_bad_arguments() -> None:
+    with pytest.raises(InvalidInput, match="unknown runtime"):
+        MemorySystem.open(runtime="carrier-pigeon")
+    with pytest.raises(InvalidInput, match="unknown config key"):
+        MemorySystem.open(config={"nope": 1})
+    with pytest.raises(InvalidInput, match="ray"):
+        MemorySystem.open(runtime="ray")
