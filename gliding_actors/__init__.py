@@ -1,5 +1,6 @@
 """gliding_actors: a CPU-cache-style memory for teams of LLM agents, built on actors."""
 
+from gliding_actors.agent import ROLES, Agent
 from gliding_actors.clock import Clock, SystemClock, VirtualClock
 from gliding_actors.config import Config
 from gliding_actors.errors import (
@@ -18,11 +19,14 @@ from gliding_actors.errors import (
     Timeout,
 )
 
+from gliding_actors.system import MemorySystem
+
 __version__ = "0.1.0"
 
 __all__ = [
     "ActorCrashed",
     "ActorUnavailable",
+    "Agent",
     "Clock",
     "Config",
     "ConfigError",
@@ -32,7 +36,9 @@ __all__ = [
     "GlidingError",
     "IncompatibleFormat",
     "InvalidInput",
+    "MemorySystem",
     "PermissionDenied",
+    "ROLES",
     "ScenarioFormatError",
     "StorageError",
     "SystemClock",

@@ -1,0 +1,262 @@
+"""The ``gliding-actors`` command line: replay, demo, bench.
+
+Exit codes of ``replay`` (a contract, see SCENARIO_FORMAT.md): 0 when every
+expectation and invariant held for every seed, 1 on a failure, 2 when a file is
+invalid (printed as ``FILE:LINE:COL: what is wrong``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from gliding_actors import __version__
+from gliding_actors.errors import GlidingError, ScenarioFormatError
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+
+
+def _seeds(text: str) -> list[int]:
+    """``A..B`` (inclusive) or a single integer."""
+    try:
+        if ".." in text:
+            lo, hi = (int(part) for part in text.split("..", 1))
+            if hi < lo:
+                raise ValueError
+            return list(range(lo, hi + 1))
+        return [int(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds are N or A..B with A <= B, not {text!r}") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gliding-actors",
+        description="A CPU-cache-style memory for teams of LLM agents, built on actors.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    rp = sub.add_parser("replay", help="replay scenario files and check their expectations")
+    rp.add_argument("files", nargs="+", metavar="FILE")
+    group = rp.add_mutually_exclusive_group()
+    group.add_argument("--seed", type=int, help="scheduling seed (default: the file's own)")
+    group.add_argument("--seeds", type=_seeds, metavar="A..B", help="replay once per seed, inclusive")
+    rp.add_argument("--runtime", choices=("sim", "threads"), default="sim")
+    rp.add_argument("--json", action="store_true", help="print one JSON report instead of text")
+    rp.add_argument("--record", metavar="OUT.jsonl", help="write every op's args and result as JSON lines")
+    rp.add_argument("--timeout", type=float, default=None, metavar="S", help="per-op wait limit")
+
+    demo = sub.add_parser("demo", help="replay the bundled demo scenario with a step-by-step report")
+    demo.add_argument("--runtime", choices=("sim", "threads"), default="sim")
+    demo.add_argument("--seed", type=int, default=None)
+
+    bench = sub.add_parser("bench", help="run a benchmark suite (ratios against a same-run baseline)")
+    bench.add_argument("suite", help="suite name; 'list' shows them")
+    bench.add_argument("--json", action="store_true", help="print one JSON object")
+    bench.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "replay":
+        return _replay(args)
+    if args.command == "demo":
+        return _demo(args)
+    if args.command == "bench":
+        return _bench(args)
+    raise AssertionError(args.command)  # pragma: no cover - argparse enforces the choices
+
+
+# -- replay --------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _record_file(path: str | None) -> Iterator[IO[str] | None]:
+    if path is None:
+        yield None
+        return
+    with open(path, "w", encoding="utf-8") as handle:
+        yield handle
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from gliding_actors.scenario import load_scenario, replay
+
+    out = Console(highlight=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    scenarios = []
+    invalid: list[str] = []
+    for file in args.files:
+        try:
+            scenarios.append(load_scenario(file))
+        except ScenarioFormatError as exc:
+            invalid.append(str(exc))
+    if invalid:
+        if args.json:
+            print(json.dumps({"ok": False, "invalid": invalid, "runs": []}, indent=2))
+        for line in invalid:
+            print(line, file=sys.stderr)
+        return EXIT_INVALID
+
+    seeds: list[int | None] = [args.seed] if args.seeds is None else list(args.seeds)
+    runs = []
+    total = len(scenarios) * len(seeds)
+    with _record_file(args.record) as record, Progress(console=err, transient=True, disable=total < 4) as bar:
+        task = bar.add_task("replaying", total=total)
+        for scenario in scenarios:
+            for seed in seeds:
+                try:
+                    run = replay(
+                        scenario, seed=seed, runtime=args.runtime, record=record, op_timeout_s=args.timeout
+                    )
+                except GlidingError as exc:
+                    err.print(f"{scenario.path}: cannot replay: {type(exc).__name__}: {exc}", markup=False)
+                    return EXIT_FAILED
+                runs.append(run)
+                bar.advance(task)
+                if not args.json:
+                    _print_run(out, run)
+    ok = all(run.ok for run in runs)
+    if args.json:
+        print(json.dumps({"ok": ok, "invalid": [], "runs": [run.to_json() for run in runs]}, indent=2))
+    else:
+        passed = sum(run.ok for run in runs)
+        out.print(f"{passed} passed, {len(runs) - passed} failed", markup=False)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _print_run(out: Console, run: Any) -> None:
+    label = f"{run.file} seed={run.seed} runtime={run.runtime}"
+    if run.ok:
+        extra = f" hash={run.log_hash[:12]}" if run.log_hash else ""
+        out.print(
+            f"[green]PASS[/] {label} ({run.steps_run} steps, {len(run.outcomes)} ops, {run.messages} messages{extra})"
+        )
+        return
+    failure = run.failure
+    out.print(f"[red]FAIL[/] {label}")
+    out.print(
+        f"  {failure.file}:{failure.pos.line}: {failure.where}, seed {failure.seed}: {failure.what}", markup=False
+    )
+    if failure.expected is not None or failure.actual is not None:
+        out.print(f"  expected: {json.dumps(failure.expected, default=repr)}", markup=False)
+        out.print(f"  actual:   {json.dumps(failure.actual, default=repr)}", markup=False)
+    if failure.recent:
+        out.print("  last protocol messages:")
+        for line in failure.recent:
+            out.print(f"    {line}", markup=False)
+
+
+# -- demo ----------------------------------------------------------------------
+
+
+def _demo_files() -> list[Path]:
+    here = Path(__file__).resolve().parent.parent / "scenarios" / "demo"
+    return sorted(here.glob("*.yaml"))
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from gliding_actors.scenario import load_scenario, replay
+    from gliding_actors.scenario._model import OpStep, ParallelStep, Step
+    from gliding_actors.scenario._replay import OpOutcome
+
+    out = Console(highlight=False)
+    files = _demo_files()
+    if not files:
+        print(
+            "gliding-actors demo: no bundled scenarios found beside the package (scenarios/demo/);"
+            " run it from a source checkout installed with 'pip install -e .'",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
+    summary = Table(title="demo summary")
+    for column in ("scenario", "seed", "steps", "ops", "messages", "result"):
+        summary.add_column(column)
+    all_ok = True
+    for file in files:
+        scenario = load_scenario(file)
+        out.rule(f"{scenario.name}")
+        if scenario.description:
+            out.print(scenario.description.strip(), markup=False)
+        table = Table(show_lines=False)
+        for column in ("step", "agent", "op", "args", "result", ""):
+            table.add_column(column, overflow="fold")
+
+        def show(step: Step, outcomes: list[OpOutcome], table: Table = table) -> None:
+            if isinstance(step, OpStep) and not outcomes:
+                table.add_row(str(step.number), "", step.op, _brief(step.args), "", "[green]ok[/]")
+            for outcome in outcomes:
+                where = outcome.step.where.removeprefix("step ")
+                if isinstance(step, ParallelStep):
+                    where += " ∥"
+                shown = (
+                    f"{type(outcome.error).__name__}: {outcome.error}"
+                    if outcome.error is not None
+                    else _brief(outcome.result)
+                )
+                mark = "[green]ok[/]" if outcome.ok else "[red]FAIL[/]"
+                table.add_row(where, outcome.step.agent or "", outcome.step.op, _brief(outcome.step.args), shown, mark)
+
+        run = replay(scenario, seed=args.seed, runtime=args.runtime, on_step=show)
+        out.print(table)
+        if run.failure is not None:
+            all_ok = False
+            _print_run(out, run)
+        summary.add_row(
+            scenario.name,
+            str(run.seed),
+            str(run.steps_run),
+            str(len(run.outcomes)),
+            str(run.messages) if run.runtime == "sim" else "-",
+            "[green]passed[/]" if run.ok else "[red]failed[/]",
+        )
+    out.print(summary)
+    return EXIT_OK if all_ok else EXIT_FAILED
+
+
+def _brief(value: Any, limit: int = 70) -> str:
+    text = json.dumps(value, default=repr, separators=(", ", ": "))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- bench ---------------------------------------------------------------------
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from gliding_actors.bench import SUITES, load_suite
+
+    if args.suite == "list":
+        for name in SUITES:
+            print(name)
+        return EXIT_OK
+    if args.suite not in SUITES:
+        print(f"gliding-actors bench: unknown suite {args.suite!r}; suites: {', '.join(SUITES)}", file=sys.stderr)
+        return EXIT_INVALID
+    report = load_suite(args.suite)(args.quick)
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=False))
+        return EXIT_OK
+    table = Table(title=f"bench {args.suite}")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in report.items():
+        table.add_row(key, json.dumps(value) if not isinstance(value, str) else value)
+    Console().print(table)
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

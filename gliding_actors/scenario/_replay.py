@@ -1,0 +1,380 @@
+"""Replaying a scenario: issue each step's ops, wait, check, record.
+
+The engine is the same for every runtime. On ``sim`` the whole run is a pure
+function of (file, seed): waiting on an op drives the simulator, whose seeded
+scheduler interleaves the protocol messages of everything in flight. On
+``threads`` the same steps run on real Pykka threads against a virtual clock
+(``advance`` must still move time exactly).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from gliding_actors.clock import VirtualClock
+from gliding_actors.errors import GlidingError, Timeout
+from gliding_actors.runtime import Future, Simulator, ThreadsRuntime
+from gliding_actors.scenario._expect import Mismatch, check_expectations
+from gliding_actors.scenario._invariants import run_invariants
+from gliding_actors.scenario._model import OpStep, ParallelStep, Position, Scenario, Step
+from gliding_actors.scenario._opspecs import get_op_spec
+from gliding_actors.scenario._ops import ReplayWorld, implementation
+from gliding_actors.system import MemorySystem
+
+__all__ = ["Failure", "OpOutcome", "RunResult", "replay"]
+
+CONTROL_OPS = frozenset({"advance", "quiesce", "check"})
+
+
+def main_list_of(op: str) -> str | None:
+    """The result key that ``contains``/``excludes``/``count`` refer to for ``op``."""
+    try:
+        return get_op_spec(op).main_list
+    except KeyError:
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class OpOutcome:
+    """What one op did: its result mapping, or the error it failed with."""
+
+    step: OpStep
+    result: Mapping[str, Any] | None
+    error: BaseException | None
+    mismatches: tuple[Mismatch, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "step": self.step.where,
+            "line": self.step.pos.line,
+            "op": self.step.op,
+            "agent": self.step.agent,
+            "args": dict(self.step.args),
+        }
+        if self.error is not None:
+            data["error"] = {"name": type(self.error).__name__, "message": str(self.error)}
+        else:
+            data["result"] = _jsonable(self.result)
+        return data
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """Why a run failed: where, with which seed, what was expected and what came."""
+
+    file: str
+    where: str
+    pos: Position
+    seed: int
+    runtime: str
+    what: str
+    expected: Any = None
+    actual: Any = None
+    recent: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "where": self.where,
+            "line": self.pos.line,
+            "col": self.pos.col,
+            "seed": self.seed,
+            "runtime": self.runtime,
+            "what": self.what,
+            "expected": _jsonable(self.expected),
+            "actual": _jsonable(self.actual),
+            "recent_messages": list(self.recent),
+        }
+
+
+@dataclasses.dataclass
+class RunResult:
+    """The outcome of replaying one file with one seed."""
+
+    file: str
+    name: str
+    seed: int
+    runtime: str
+    outcomes: list[OpOutcome] = dataclasses.field(default_factory=list)
+    failure: Failure | None = None
+    steps_run: int = 0
+    invariant_checks: int = 0
+    messages: int = 0
+    log_hash: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "name": self.name,
+            "seed": self.seed,
+            "runtime": self.runtime,
+            "ok": self.ok,
+            "steps_run": self.steps_run,
+            "ops": len(self.outcomes),
+            "invariant_checks": self.invariant_checks,
+            "messages": self.messages,
+            "log_hash": self.log_hash,
+            "failure": None if self.failure is None else self.failure.to_json(),
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class _Stop(Exception):
+    """Ends a run at the first failure."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.what)
+        self.failure = failure
+
+
+StepCallback = Callable[[Step, list[OpOutcome]], None]
+
+
+def replay(
+    scenario: Scenario,
+    *,
+    seed: int | None = None,
+    runtime: str = "sim",
+    record: IO[str] | None = None,
+    on_step: StepCallback | None = None,
+    op_timeout_s: float | None = None,
+) -> RunResult:
+    """Replay ``scenario`` once; ``seed`` defaults to the file's own seed.
+
+    ``record`` receives one JSON line per op (its args and result or error);
+    ``on_step`` is called after every step with the outcomes of its ops.
+    """
+    run_seed = scenario.seed if seed is None else seed
+    result = RunResult(file=scenario.path, name=scenario.name, seed=run_seed, runtime=runtime)
+    clock = VirtualClock()
+    system = MemorySystem.open(
+        config=scenario.config, runtime=runtime, clock=clock, seed=run_seed, trace=64
+    )
+    try:
+        world = ReplayWorld(
+            scenario=scenario,
+            system=system,
+            seed=run_seed,
+            agents={a.id: system.agent(a.id, a.role) for a in scenario.agents},
+        )
+        engine = _Engine(world, result, clock, record, on_step, op_timeout_s)
+        try:
+            for step in scenario.steps:
+                engine.run_step(step)
+                result.steps_run += 1
+            engine.finish()
+        except _Stop as stop:
+            result.failure = stop.failure
+    finally:
+        rt = system.runtime
+        if isinstance(rt, Simulator):
+            result.log_hash = rt.log_hash()
+            result.messages = rt.delivered
+        system.close()
+    return result
+
+
+class _Engine:
+    def __init__(
+        self,
+        world: ReplayWorld,
+        result: RunResult,
+        clock: VirtualClock,
+        record: IO[str] | None,
+        on_step: StepCallback | None,
+        op_timeout_s: float | None,
+    ) -> None:
+        self.world = world
+        self.result = result
+        self.clock = clock
+        self.record = record
+        self.on_step = on_step
+        self.timeout = op_timeout_s
+
+    # -- failure reporting ---------------------------------------------------
+    def _recent(self) -> tuple[str, ...]:
+        rt = self.world.system.runtime
+        if isinstance(rt, Simulator):
+            return tuple(str(entry) for entry in rt.recent)[-16:]
+        if isinstance(rt, ThreadsRuntime) and rt.trace is not None:
+            return tuple(f"{src} -> {dst}: {msg!r}" for src, dst, msg in rt.trace)[-16:]
+        return ()
+
+    def fail(self, where: str, pos: Position, what: str, expected: Any = None, actual: Any = None) -> _Stop:
+        return _Stop(
+            Failure(
+                file=self.world.scenario.path,
+                where=where,
+                pos=pos,
+                seed=self.world.seed,
+                runtime=self.result.runtime,
+                what=what,
+                expected=expected,
+                actual=actual,
+                recent=self._recent(),
+            )
+        )
+
+    # -- steps -----------------------------------------------------------------
+    def run_step(self, step: Step) -> None:
+        if isinstance(step, OpStep) and step.op in CONTROL_OPS:
+            self._control(step)
+            outcomes: list[OpOutcome] = []
+        else:
+            ops = step.ops if isinstance(step, ParallelStep) else (step,)
+            outcomes = self._run_ops(ops)
+        if self.on_step is not None:
+            self.on_step(step, outcomes)
+        self._check_invariants(f"after step {step.number}", step.pos)
+
+    def _control(self, step: OpStep) -> None:
+        if step.op == "advance":
+            self.clock.advance(float(step.args["seconds"]))
+        elif step.op == "quiesce":
+            self._quiesce(step.where, step.pos)
+        # "check" runs the invariants, which run_step does after every step anyway.
+
+    def _quiesce(self, where: str, pos: Position) -> None:
+        rt = self.world.system.runtime
+        try:
+            if isinstance(rt, Simulator):
+                rt.run_until_quiescent()
+            elif isinstance(rt, ThreadsRuntime):
+                rt.wait_quiescent(self.timeout)
+        except Timeout as exc:
+            raise self.fail(where, pos, f"quiesce: {exc}") from None
+
+    def _issue(self, step: OpStep) -> Future[Mapping[str, Any]] | BaseException:
+        impl = implementation(step.op)
+        if impl is None:
+            raise self.fail(
+                step.where,
+                step.pos,
+                f"op {step.op!r} is part of format v1 but this build does not implement it yet",
+            )
+        try:
+            return impl(self.world, step)
+        except GlidingError as exc:  # refused before anything was sent
+            return exc
+
+    def _run_ops(self, ops: tuple[OpStep, ...]) -> list[OpOutcome]:
+        issued = [(step, self._issue(step)) for step in ops]
+        outcomes: list[OpOutcome] = []
+        pending: list[str] = []
+        for step, future in issued:
+            if isinstance(future, BaseException):
+                outcomes.append(OpOutcome(step, None, future))
+                continue
+            try:
+                value = future.get(self.timeout)
+                outcomes.append(OpOutcome(step, dict(value), None))
+            except Timeout:
+                pending.append(f"{step.where} ({step.op} by {step.agent}, line {step.pos.line})")
+            except GlidingError as exc:
+                outcomes.append(OpOutcome(step, None, exc))
+        if pending:
+            raise self.fail(
+                ops[0].where,
+                ops[0].pos,
+                "ops did not complete (hang): " + "; ".join(pending),
+            )
+        checked = [self._check(outcome) for outcome in outcomes]
+        for outcome in checked:
+            self.result.outcomes.append(outcome)
+            if self.record is not None:
+                self.record.write(json.dumps(outcome.to_json(), sort_keys=True) + "\n")
+            if outcome.step.label is not None and outcome.result is not None:
+                self.world.labels[outcome.step.label] = outcome.result
+        for outcome in checked:
+            if outcome.mismatches:
+                first = outcome.mismatches[0]
+                raise self.fail(
+                    outcome.step.where,
+                    outcome.step.pos,
+                    f"{outcome.step.op}: {first}",
+                    expected={m.key: m.expected for m in outcome.mismatches},
+                    actual={m.key: m.actual for m in outcome.mismatches},
+                )
+        return checked
+
+    def _check(self, outcome: OpOutcome) -> OpOutcome:
+        step = outcome.step
+        expect = step.expect or {}
+        if not expect and outcome.error is None:
+            return outcome
+        mismatches = check_expectations(
+            expect,
+            result=outcome.result,
+            error=outcome.error,
+            main_list=main_list_of(step.op),
+            labels=self.world.labels,
+        )
+        return dataclasses.replace(outcome, mismatches=tuple(mismatches))
+
+    def _check_invariants(self, where: str, pos: Position) -> None:
+        self.result.invariant_checks += 1
+        violations = run_invariants(self.world)
+        if violations:
+            raise self.fail(where, pos, "invariant violated: " + violations[0], actual=violations)
+
+    def finish(self) -> None:
+        scenario = self.world.scenario
+        end = scenario.final_pos or Position(scenario.path, 1, 1)
+        self._quiesce("final", end)
+        self._check_invariants("at the end", end)
+        final = scenario.final or {}
+        for iri, expect in (final.get("lines") or {}).items():
+            self._final_op("inspect", None, {"iri": iri}, expect, end, f"final line {iri}")
+        for agent, expect in (final.get("session") or {}).items():
+            self._final_op("session", agent, {}, expect, end, f"final session of {agent}")
+
+    def _final_op(
+        self, op: str, agent: str | None, args: dict[str, Any], expect: Mapping[str, Any], pos: Position, where: str
+    ) -> None:
+        step = OpStep(op=op, agent=agent, args=args, expect=expect, label=None, pos=pos, number=0)
+        impl = implementation(op)
+        if impl is None:
+            raise self.fail(where, pos, f"final: op {op!r} is not implemented by this build yet")
+        try:
+            value: Mapping[str, Any] | None = dict(impl(self.world, step).get(self.timeout))
+            error: BaseException | None = None
+        except GlidingError as exc:
+            value, error = None, exc
+        mismatches = check_expectations(
+            expect, result=value, error=error, main_list=main_list_of(op), labels=self.world.labels
+        )
+        if mismatches:
+            raise self.fail(
+                where,
+                pos,
+                f"{where}: {mismatches[0]}",
+                expected={m.key: m.expected for m in mismatches},
+                actual={m.key: m.actual for m in mismatches},
+            )
+
+
+def load_and_replay(path: str | Path, **kwargs: Any) -> RunResult:
+    """Load ``path`` and replay it (a convenience for tests and the API)."""
+    from gliding_actors.scenario._loader import load_scenario
+
+    return replay(load_scenario(path), **kwargs)
+
