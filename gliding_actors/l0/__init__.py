@@ -1,0 +1,25 @@
+"""L0: the "disk" of the memory hierarchy.
+
+Every JSON-LD node ever written, addressed by IRI, with tag / named-graph /
+type / importance indexes, in LevelDB. Upper layers pull details from it by
+IRI; it is never shown to an LLM directly. See ``docs/L0.md``.
+
+:class:`L0Store` is the plain store (the logic, usable from any thread for
+reads); :class:`L0Actor` hosts one on the actor runtime as the single writer.
+"""
+
+from gliding_actors.l0._actor import L0Actor
+from gliding_actors.l0._entry import MESI_STATES, L0Entry
+from gliding_actors.l0._keys import FORMAT_VERSION, is_valid_iri, is_valid_label
+from gliding_actors.l0._store import UNSET, L0Store
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MESI_STATES",
+    "UNSET",
+    "L0Actor",
+    "L0Entry",
+    "L0Store",
+    "is_valid_iri",
+    "is_valid_label",
+]
