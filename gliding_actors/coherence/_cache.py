@@ -1,0 +1,674 @@
+"""The per-agent cache controller of the MESI directory protocol, as a plain class.
+
+A :class:`CacheController` holds one agent's private copies ("lines", one
+JSON-LD node per IRI) and turns client requests (load, store, cas, delete,
+evict) into protocol messages and back. It never blocks, sleeps, spawns,
+reads a clock or draws a random number: ``handle(src, msg)`` consumes one
+message and returns the messages to send, so an actor (threads in production)
+or a deterministic simulator (tests, replay) can host it unchanged.
+
+Why the shape:
+
+* **Per-line queues, never a blocked mailbox.** Client ops on one line run in
+  order (an agent reads its own writes); a protocol request that arrives while
+  the line is in a transient state waits in that line's ``deferred`` queue.
+  Nothing ever waits on another line, so one slow miss cannot stall the agent.
+* **Ack counting tolerates Inv-Acks before Data.** Invalidated sharers ack the
+  new owner directly and may beat the directory's Data; acks are counted from
+  the first one and compared with the count that Data carries.
+* **E is real.** A GetS to a line nobody holds is granted E, and a store to E
+  turns it into M without a message, so the common "read then update my own
+  note" costs one round trip, not two.
+* **Write policy per write.** A write whose tags meet ``critical_tags`` is
+  write-through: once the cache holds M and applied the write it sends ``WT``
+  and completes only on ``WT-Ack``, after home stored it durably. Others are
+  write-back: the line stays M until recalled, forwarded, evicted or flushed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from gliding_actors.coherence import _messages as m
+from gliding_actors.coherence._messages import CLIENT, Meta, Msg, Value
+from gliding_actors.coherence._states import (
+    CACHE_STABLE,
+    CACHE_STATES,
+    EI_A,
+    II_A,
+    IM_A,
+    IM_AD,
+    IS_D,
+    LEAVING,
+    MI_A,
+    MW_A,
+    READABLE,
+    SI_A,
+    SM_A,
+    SM_AD,
+    E,
+    I,
+    M,
+    ProtocolError,
+    S,
+)
+from gliding_actors.errors import ConflictError, InvalidInput
+
+__all__ = ["CacheController"]
+
+Out = list[tuple[str, Msg]]
+
+#: Requests the directory sends to a cache; only these are ever deferred.
+_REQUESTS = frozenset({m.FWD_GET_S, m.FWD_GET_M, m.INV})
+
+#: (state, request kind) pairs that wait in the line's deferred queue.
+_STALLS: dict[str, frozenset[str]] = {
+    IS_D: frozenset({m.INV, m.FWD_GET_S, m.FWD_GET_M}),
+    IM_AD: frozenset({m.FWD_GET_S, m.FWD_GET_M}),
+    IM_A: frozenset({m.FWD_GET_S, m.FWD_GET_M}),
+    SM_AD: frozenset({m.FWD_GET_S, m.FWD_GET_M}),
+    SM_A: frozenset({m.FWD_GET_S, m.FWD_GET_M}),
+    MW_A: frozenset({m.FWD_GET_S, m.FWD_GET_M}),
+}
+
+#: Test-only protocol bugs, switched on by the ``_bugs`` constructor argument so
+#: that the mutation tests break the real controller rather than a copy of it.
+CACHE_BUGS = frozenset(
+    {
+        "no_ack_after_puts",  # a cache in SI_A drops an Inv instead of acking it
+        "fwd_gets_while_acking",  # IM_A / SM_A answer Fwd-GetS instead of waiting
+        "ignore_acks",  # Data makes the requester M without waiting for Inv-Acks
+    }
+)
+
+
+@dataclasses.dataclass
+class _Line:
+    """One line's protocol state, its client-op queue and its deferred requests."""
+
+    state: str = I
+    value: Value = None
+    version: int = 0
+    meta: Meta = None
+    #: Inv-Acks the Data said to expect (None until Data arrived).
+    acks_needed: int | None = None
+    #: Inv-Acks received so far for the GetM in flight (may run ahead of Data).
+    acks_got: int = 0
+    #: Protocol messages spent so far on behalf of the op at the head of ``ops``.
+    msgs: int = 0
+    #: The head op started the transaction now in flight (not a capacity eviction).
+    busy: bool = False
+    #: LRU stamp: larger is more recently used.
+    used: int = 0
+    ops: deque[Msg] = dataclasses.field(default_factory=deque)
+    deferred: deque[tuple[str, Msg]] = dataclasses.field(default_factory=deque)
+
+    def clear_data(self) -> None:
+        self.value, self.version, self.meta = None, 0, None
+
+
+class CacheController:
+    """One agent's private cache: MESI lines, client-op queues, LRU capacity.
+
+    ``directory_for`` names the home directory of an IRI (a single name when the
+    directory is not sharded; see :func:`~gliding_actors.coherence.directory_shard`).
+    ``capacity`` bounds the lines held or being fetched; a miss that needs a
+    slot evicts the least recently used idle line first (PutS / PutE / PutM).
+    If every slot is mid-transaction the miss goes ahead anyway (waiting could
+    deadlock with the very owner we wait on) and the surplus is evicted as soon
+    as lines settle, so at quiescence a cache never holds more than ``capacity``.
+    ``critical_tags``: a write carrying any of them is write-through.
+
+    ``_bugs`` is for the mutation tests only (see ``CACHE_BUGS``).
+    """
+
+    def __init__(
+        self,
+        agent: str,
+        directory_for: Callable[[str], str] | str,
+        capacity: int,
+        critical_tags: Iterable[str] = frozenset(),
+        *,
+        _bugs: frozenset[str] = frozenset(),
+    ) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise InvalidInput(f"cache capacity must be an integer >= 1, not {capacity!r}")
+        unknown = set(_bugs) - CACHE_BUGS
+        if unknown:
+            raise ValueError(f"unknown cache bugs: {sorted(unknown)}")
+        self.agent = agent
+        if isinstance(directory_for, str):
+            self._dir_name: str | None = directory_for
+            self._dir_fn: Callable[[str], str] | None = None
+        else:
+            self._dir_name = None
+            self._dir_fn = directory_for
+        self.capacity = capacity
+        self.critical_tags = frozenset(critical_tags)
+        self._bugs = frozenset(_bugs)
+        self._lines: dict[str, _Line] = {}
+        self._tick = 0
+
+    # -- public surface -----------------------------------------------------
+    def handle(self, src: str, msg: Msg) -> list[tuple[str, Msg]]:
+        """Consume one message; return ``(destination, message)`` pairs to send.
+
+        From ``src == "@client"``: a client request (see the module docs of
+        :mod:`gliding_actors.coherence`); malformed requests raise
+        :class:`~gliding_actors.errors.InvalidInput` and change nothing.
+        Otherwise a protocol message from a directory or another cache; one that
+        no state allows raises :class:`ProtocolError`.
+        """
+        out: Out = []
+        if src == CLIENT:
+            req = _check_request(msg)
+            iri = req["iri"]
+            self._line(iri).ops.append(req)
+            self._settle(iri, out)
+            return out
+        kind = msg.get("t")
+        iri = msg.get("iri")
+        if kind not in m.PROTOCOL_KINDS or not isinstance(iri, str):
+            raise ProtocolError(f"{self.agent}: not a protocol message for a cache: {msg!r}")
+        line = self._line(iri)
+        if kind in _REQUESTS and (line.deferred or kind in self._stalls(line.state)):
+            # Behind an earlier deferred request (keep the directory's order) or
+            # the state cannot take it yet. Only this line waits.
+            line.deferred.append((src, msg))
+        else:
+            self._dispatch(iri, line, src, msg, out)
+        self._settle(iri, out)
+        return out
+
+    def lookup(self, iri: str) -> tuple[str, Value, int] | None:
+        """``(state, value, version)`` if a read of ``iri`` can hit here, else None.
+
+        The state is S, E or M (an upgrade in flight still holds a valid S copy
+        and reports S). The value is shared, not copied: treat it as immutable.
+        A hosting actor publishes snapshots built from this; the agent's handle
+        must not use that snapshot for a line on which it has an op outstanding,
+        or it could read around its own pending write.
+        """
+        line = self._lines.get(iri)
+        if line is None or line.state not in READABLE:
+            return None
+        state = S if line.state in (SM_AD, SM_A) else line.state
+        return (state, line.value, line.version)
+
+    def state(self, iri: str) -> str:
+        """The line's protocol state, transient names included (I if absent)."""
+        line = self._lines.get(iri)
+        return I if line is None else line.state
+
+    def states(self) -> dict[str, str]:
+        """Every line not in I, by IRI, in IRI order."""
+        return {
+            iri: self._lines[iri].state
+            for iri in sorted(self._lines)
+            if self._lines[iri].state != I
+        }
+
+    def pending(self, iri: str) -> int:
+        """Client ops queued on ``iri`` (the head one may be in flight)."""
+        line = self._lines.get(iri)
+        return 0 if line is None else len(line.ops)
+
+    def can_complete_locally(self, msg: Msg) -> bool:
+        """True if ``handle`` would answer this client request with no protocol message.
+
+        That is: a read that hits S/E/M, a write-back write to E or M (E->M is
+        silent), a cas that fails against a valid copy, an evict of an absent
+        line; and only when no earlier op on the line is still queued.
+        """
+        try:
+            req = _check_request(msg)
+        except InvalidInput:
+            return False
+        line = self._lines.get(req["iri"])
+        if line is None:
+            line = _Line()
+        if line.ops or line.state not in CACHE_STABLE:
+            return False
+        kind = req["t"]
+        if kind == m.LOAD:
+            return line.state != I
+        if kind == m.EVICT:
+            return line.state == I
+        if kind == m.CAS and line.state != I and line.version != req["version"]:
+            return True
+        if line.state not in (E, M):
+            return False
+        return not self._write_through(self._write_meta(line, req))
+
+    # -- snapshot / restore (model checking, debugging) ----------------------
+    def snapshot(self) -> Msg:
+        """The whole controller state as canonical plain data (msgpack-able).
+
+        Canonical: two controllers that behave the same from here on give equal
+        snapshots (lines in IRI order, LRU stamps replaced by their rank), which
+        is what the exhaustive checker hashes.
+        """
+        ranks = {
+            iri: r
+            for r, iri in enumerate(sorted(self._lines, key=lambda k: (self._lines[k].used, k)))
+        }
+        lines = []
+        for iri in sorted(self._lines):
+            ln = self._lines[iri]
+            lines.append(
+                [
+                    iri,
+                    ln.state,
+                    ln.value,
+                    ln.version,
+                    ln.meta,
+                    ln.acks_needed,
+                    ln.acks_got,
+                    ln.msgs,
+                    ln.busy,
+                    ranks[iri],
+                    list(ln.ops),
+                    [[s, d] for s, d in ln.deferred],
+                ]
+            )
+        return {"agent": self.agent, "lines": lines}
+
+    def restore(self, snap: Msg) -> None:
+        """Replace the whole state with ``snap`` (from :meth:`snapshot`)."""
+        if snap["agent"] != self.agent:
+            raise ValueError(f"snapshot of {snap['agent']!r} restored into {self.agent!r}")
+        self._lines = {}
+        for iri, state, value, version, meta, needed, got, msgs, busy, rank, ops, deferred in snap[
+            "lines"
+        ]:
+            if state not in CACHE_STATES:
+                raise ValueError(f"unknown cache state {state!r}")
+            self._lines[iri] = _Line(
+                state=state,
+                value=value,
+                version=version,
+                meta=meta,
+                acks_needed=needed,
+                acks_got=got,
+                msgs=msgs,
+                busy=busy,
+                used=rank,
+                ops=deque(ops),
+                deferred=deque((s, d) for s, d in deferred),
+            )
+        self._tick = len(self._lines)
+
+    # -- internals ---------------------------------------------------------
+    def _dir(self, iri: str) -> str:
+        if self._dir_fn is not None:
+            return self._dir_fn(iri)
+        assert self._dir_name is not None
+        return self._dir_name
+
+    def _line(self, iri: str) -> _Line:
+        line = self._lines.get(iri)
+        if line is None:
+            line = self._lines[iri] = _Line()
+        return line
+
+    def _stalls(self, state: str) -> frozenset[str]:
+        stalls = _STALLS.get(state, frozenset())
+        if "fwd_gets_while_acking" in self._bugs and state in (IM_A, SM_A):
+            stalls = stalls - {m.FWD_GET_S}
+        return stalls
+
+    def _touch(self, line: _Line) -> None:
+        self._tick += 1
+        line.used = self._tick
+
+    def _settle(self, iri: str, out: Out) -> None:
+        """Run the line until nothing moves: queued client ops, then deferred requests.
+
+        Client ops go first so that the op whose miss just finished completes
+        before a deferred Fwd/Inv takes the line away again (progress); a
+        deferred request is then handled in whatever state that leaves.
+        """
+        line = self._lines[iri]
+        while self._pump(iri, line, out) | self._drain(iri, line, out):
+            pass
+        if line.state == I and not line.ops and not line.deferred and not line.busy:
+            del self._lines[iri]
+        if len(self._lines) > self.capacity:
+            self._trim(out)
+
+    def _held(self, but: str | None = None) -> int:
+        return sum(
+            1
+            for k, ln in self._lines.items()
+            if k != but and ln.state != I and ln.state not in LEAVING
+        )
+
+    def _victim(self, but: str | None = None) -> str | None:
+        """The least recently used line that holds a stable copy and has no op queued."""
+        idle = [
+            (ln.used, k)
+            for k, ln in self._lines.items()
+            if k != but and ln.state in (S, E, M) and not ln.ops and not ln.busy
+        ]
+        return min(idle)[1] if idle else None
+
+    def _trim(self, out: Out) -> None:
+        """Give back lines held over capacity.
+
+        A miss that found every slot mid-transaction went ahead over capacity
+        (waiting could deadlock: the slot's owner may wait on us); once lines
+        settle, the surplus least recently used ones go home here. These
+        evictions are attributed to no op.
+        """
+        over = sum(1 for ln in self._lines.values() if ln.state in (S, E, M)) - self.capacity
+        while over > 0:
+            victim = self._victim()
+            if victim is None:
+                return
+            self._put(victim, self._lines[victim], out)
+            over -= 1
+
+    def _drain(self, iri: str, line: _Line, out: Out) -> bool:
+        moved = False
+        while line.deferred and line.deferred[0][1]["t"] not in self._stalls(line.state):
+            src, msg = line.deferred.popleft()
+            self._dispatch(iri, line, src, msg, out)
+            moved = True
+        return moved
+
+    def _pump(self, iri: str, line: _Line, out: Out) -> bool:
+        """Advance the head client op while the line is stable; True if anything moved."""
+        moved = False
+        while line.ops and line.state in CACHE_STABLE:
+            req = line.ops[0]
+            kind = req["t"]
+            if kind == m.LOAD:
+                if line.state == I:
+                    self._request(iri, line, m.GET_S, IS_D, out)
+                    return True
+                state = line.state
+                self._finish(
+                    line,
+                    out,
+                    {"value": _copy_json(line.value), "version": line.version, "state": state},
+                )
+            elif kind == m.EVICT:
+                if line.state == I:
+                    self._finish(line, out, {"state": I})
+                else:
+                    line.busy = True
+                    line.msgs += 1  # the Put*; the Put-Ack adds the other one
+                    self._put(iri, line, out)
+                    return True
+            else:
+                if kind == m.CAS and line.state != I and line.version != req["version"]:
+                    # A valid copy is the latest completed write: fail now, no message.
+                    self._fail(line, out, req, line.version)
+                elif line.state in (E, M):
+                    if self._write(iri, line, req, out):
+                        return True
+                elif line.state == S:
+                    self._request(iri, line, m.GET_M, SM_AD, out)
+                    return True
+                else:
+                    self._request(iri, line, m.GET_M, IM_AD, out)
+                    return True
+            moved = True
+        return moved
+
+    def _request(self, iri: str, line: _Line, kind: str, nxt: str, out: Out) -> None:
+        if line.state == I:
+            self._make_room(iri, line, out)
+        line.busy = True
+        line.acks_needed, line.acks_got = None, 0
+        msg = m.get_s(iri, self.agent) if kind == m.GET_S else m.get_m(iri, self.agent)
+        out.append((self._dir(iri), msg))
+        line.state = nxt
+
+    def _make_room(self, iri: str, line: _Line, out: Out) -> None:
+        """Evict LRU idle lines until a slot is free for ``iri`` (or nothing is evictable)."""
+        held = self._held(but=iri)
+        while held >= self.capacity:
+            victim = self._victim(but=iri)
+            if victim is None:
+                return  # every slot is mid-transaction: run over capacity; _trim fixes it later
+            self._put(victim, self._lines[victim], out)
+            line.msgs += 2  # the Put* and its Put-Ack, caused by this op's miss
+            held -= 1
+
+    def _put(self, iri: str, line: _Line, out: Out) -> None:
+        dest = self._dir(iri)
+        if line.state == S:
+            out.append((dest, m.put_s(iri, self.agent)))
+            line.state = SI_A
+        elif line.state == E:
+            out.append((dest, m.put_e(iri, self.agent)))
+            line.state = EI_A
+        elif line.state == M:
+            out.append((dest, m.put_m(iri, self.agent, line.value, line.version, line.meta)))
+            line.state = MI_A
+        else:  # pragma: no cover - callers only put stable copies
+            raise ProtocolError(f"{self.agent}: cannot put {iri} in {line.state}")
+
+    def _write_meta(self, line: _Line, req: Msg) -> Msg:
+        tags = req.get("tags")
+        graph = req.get("graph")
+        if req["t"] == m.DELETE and line.meta is not None:
+            # A tombstone keeps the line's tags and graph unless told otherwise,
+            # so deleting a critical fact is as durable as writing it was.
+            if tags is None:
+                tags = line.meta.get("tags", [])
+            if graph is None:
+                graph = line.meta.get("graph")
+        return {"tags": sorted(set(tags or ())), "graph": graph}
+
+    def _write_through(self, meta: Meta) -> bool:
+        return meta is not None and not self.critical_tags.isdisjoint(meta["tags"])
+
+    def _write(self, iri: str, line: _Line, req: Msg, out: Out) -> bool:
+        """Apply the head write on an E/M line. True if it now waits for WT-Ack."""
+        meta = self._write_meta(line, req)
+        line.value = None if req["t"] == m.DELETE else req["value"]
+        line.version += 1
+        line.meta = meta
+        line.state = M  # E -> M is silent
+        if self._write_through(meta):
+            line.state = MW_A
+            line.busy = True
+            line.msgs += 1  # the WT; the WT-Ack adds the other one
+            out.append((self._dir(iri), m.wt(iri, self.agent, line.value, line.version, meta)))
+            return True
+        self._finish(line, out, {"version": line.version, "state": M, "policy": "write_back"})
+        return False
+
+    def _finish(self, line: _Line, out: Out, result: dict[str, Any]) -> None:
+        req = line.ops.popleft()
+        result["messages"] = line.msgs
+        line.msgs = 0
+        line.busy = False
+        self._touch(line)
+        out.append((CLIENT, m.done(req["op"], result)))
+
+    def _fail(self, line: _Line, out: Out, req: Msg, current: int) -> None:
+        line.ops.popleft()
+        line.msgs = 0
+        line.busy = False
+        self._touch(line)
+        text = f"cas on {req['iri']}: expected version {req['version']}, found {current}"
+        out.append((CLIENT, m.failed(req["op"], ConflictError.__name__, text)))
+
+    def _dispatch(self, iri: str, line: _Line, src: str, msg: Msg, out: Out) -> None:
+        kind = msg["t"]
+        st = line.state
+        if kind == m.DATA:
+            if st == IS_D:
+                line.value, line.version, line.meta = msg["value"], msg["version"], msg["meta"]
+                line.msgs += msg["n"]
+                line.state = E if msg["excl"] else S
+                return
+            if st in (IM_AD, SM_AD):
+                line.value, line.version, line.meta = msg["value"], msg["version"], msg["meta"]
+                line.msgs += msg["n"]
+                line.acks_needed = msg["acks"]
+                if line.acks_got > line.acks_needed:
+                    raise ProtocolError(
+                        f"{self.agent}: {line.acks_got} Inv-Acks for {iri}, Data says {line.acks_needed}"
+                    )
+                if line.acks_got == line.acks_needed or "ignore_acks" in self._bugs:
+                    line.state = M
+                else:
+                    line.state = IM_A if st == IM_AD else SM_A
+                return
+        elif kind == m.INV_ACK:
+            if st in (IM_AD, SM_AD, IM_A, SM_A):
+                line.acks_got += 1
+                line.msgs += 1
+                if st in (IM_A, SM_A) and line.acks_got == line.acks_needed:
+                    line.state = M
+                return
+            if st == M and "ignore_acks" in self._bugs:
+                return
+        elif kind == m.INV:
+            if st in (S, SM_AD, SI_A):
+                if not (st == SI_A and "no_ack_after_puts" in self._bugs):
+                    out.append((msg["req"], m.inv_ack(iri, self.agent)))
+                line.clear_data()
+                line.state = {S: I, SM_AD: IM_AD, SI_A: II_A}[st]
+                return
+        elif kind == m.FWD_GET_S:
+            if st in (E, M, EI_A, MI_A) or (
+                st in (IM_A, SM_A) and "fwd_gets_while_acking" in self._bugs
+            ):
+                req = msg["req"]
+                home = self._dir(iri)
+                copies = 1 if req == home else 2
+                out.append(
+                    (
+                        req,
+                        m.data(
+                            iri,
+                            self.agent,
+                            line.value,
+                            line.version,
+                            line.meta,
+                            acks=0,
+                            excl=False,
+                            n=msg["n"] + copies,
+                        ),
+                    )
+                )
+                if req != home:
+                    out.append(
+                        (
+                            home,
+                            m.data(
+                                iri,
+                                self.agent,
+                                line.value,
+                                line.version,
+                                line.meta,
+                                acks=0,
+                                excl=False,
+                                n=msg["n"] + copies,
+                            ),
+                        )
+                    )
+                if st in (E, M):
+                    line.state = S
+                elif st in (EI_A, MI_A):
+                    line.state = SI_A
+                return
+        elif kind == m.FWD_GET_M:
+            if st in (E, M, EI_A, MI_A):
+                out.append(
+                    (
+                        msg["req"],
+                        m.data(
+                            iri,
+                            self.agent,
+                            line.value,
+                            line.version,
+                            line.meta,
+                            acks=0,
+                            excl=False,
+                            n=msg["n"] + 1,
+                        ),
+                    )
+                )
+                line.clear_data()
+                line.state = I if st in (E, M) else II_A
+                return
+        elif kind == m.PUT_ACK:
+            if st in LEAVING:
+                line.clear_data()
+                line.state = I
+                if line.busy:
+                    line.msgs += 1
+                return
+        elif kind == m.WT_ACK and st == MW_A and msg["version"] == line.version:
+            line.state = M
+            line.msgs += 1
+            self._finish(
+                line, out, {"version": line.version, "state": M, "policy": "write_through"}
+            )
+            return
+        raise ProtocolError(f"{self.agent}: {kind} from {src} for {iri} in state {st}: {msg!r}")
+
+
+def _copy_json(value: Any) -> Any:
+    """A deep copy of JSON-shaped data, so no caller can mutate a cached value."""
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value
+
+
+def _check_request(msg: Any) -> Msg:
+    """Validate a client request; return a normalised private copy, or raise InvalidInput."""
+    if not isinstance(msg, dict):
+        raise InvalidInput(f"a client request must be a dict, not {type(msg).__name__}")
+    kind = msg.get("t")
+    if kind not in m.CLIENT_KINDS:
+        raise InvalidInput(
+            f"unknown client request {kind!r} (known: {', '.join(sorted(m.CLIENT_KINDS))})"
+        )
+    iri = msg.get("iri")
+    if not isinstance(iri, str) or not iri:
+        raise InvalidInput(f"{kind}: 'iri' must be a non-empty string, not {iri!r}", path=("iri",))
+    op = msg.get("op")
+    if isinstance(op, bool) or not isinstance(op, int):
+        raise InvalidInput(f"{kind}: 'op' must be an integer, not {op!r}", path=("op",))
+    req: Msg = {"t": kind, "iri": iri, "op": op}
+    if kind in (m.STORE, m.CAS):
+        value = msg.get("value")
+        if not isinstance(value, dict):
+            raise InvalidInput(
+                f"{kind}: 'value' must be a JSON object (use delete for none)", path=("value",)
+            )
+        req["value"] = _copy_json(value)
+    if kind == m.CAS:
+        version = msg.get("version")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise InvalidInput(
+                f"cas: 'version' must be an integer >= 0, not {version!r}", path=("version",)
+            )
+        req["version"] = version
+    if kind in m.WRITE_KINDS:
+        tags = msg.get("tags")
+        if tags is not None:
+            if not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) for t in tags):
+                raise InvalidInput(
+                    f"{kind}: 'tags' must be a list of strings, not {tags!r}", path=("tags",)
+                )
+            req["tags"] = sorted(set(tags))
+        elif kind != m.DELETE:
+            req["tags"] = []
+        graph = msg.get("graph")
+        if graph is not None and not isinstance(graph, str):
+            raise InvalidInput(f"{kind}: 'graph' must be a string, not {graph!r}", path=("graph",))
+        req["graph"] = graph
+    return req

@@ -1,0 +1,363 @@
+"""The directory controller of the MESI protocol (the home of every line), as a plain class.
+
+A :class:`DirectoryController` orders the requests for the lines it is home of,
+tracks who shares a line and who owns it, and reads / writes the line's data
+through a :class:`Home` (in production: L2, and L0 for durable writes). Like
+the cache controller it is a pure ``handle(src, msg) -> messages`` machine:
+no blocking, no clock, no randomness, so an actor or a simulator hosts it.
+
+Why the shape:
+
+* **One transient state, per-line queues.** The only directory state that
+  must wait is ``S_D`` (a GetS was forwarded to the owner and home has not got
+  the data yet). GetS / GetM for that line wait in the line's own deferred queue;
+  every other line keeps flowing, and Put* / WT / Data are never deferred (that
+  is what keeps an evicting or write-through owner from deadlocking with us).
+* **E and M are one directory state, EM.** The owner turns E into M silently,
+  so the directory cannot know which it holds; it forwards to the owner either
+  way, and a recall treats every EM line as possibly dirty.
+* **Recall.** A multi-line reader (flush, SPARQL, projections) sends
+  ``Recall`` with a set of IRIs (or None for every line this directory knows);
+  each EM line gets a ``Fwd-GetS`` whose requester is the directory itself, so
+  the owner keeps an S copy (reads still hit) and sends the data home once.
+  ``Recall-Ack`` goes back when every line in scope is home (I or S).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from typing import Any, Protocol
+
+from gliding_actors.coherence import _messages as m
+from gliding_actors.coherence._messages import Meta, Msg, Value
+from gliding_actors.coherence._states import D_EM, D_I, D_S, D_SD, DIR_STATES, ProtocolError
+
+__all__ = ["DictHome", "DirectoryController", "Home"]
+
+Out = list[tuple[str, Msg]]
+
+#: Test-only protocol bugs, switched on by the ``_bugs`` constructor argument.
+DIRECTORY_BUGS = frozenset(
+    {
+        "accept_stale_putm",  # a PutM from a cache that is no longer owner is taken as the owner's
+        "gets_from_memory",  # a GetS to an EM line is answered from home instead of the owner
+    }
+)
+
+
+class Home(Protocol):
+    """Where a directory keeps the data of the lines it is home of.
+
+    Both calls are synchronous and must not call back into the protocol.
+    """
+
+    def load(self, iri: str) -> tuple[Value, int]:
+        """``(value, version)`` of the line; ``(None, 0)`` if it was never written."""
+        ...
+
+    def store(self, iri: str, value: Value, version: int, durable: bool, meta: Meta) -> None:
+        """Keep ``version`` of the line (``value`` None is a tombstone).
+
+        ``durable``: a write-through write; it must be on stable storage (L2 and
+        L0 with sync) when this returns. ``meta`` is
+        ``{"tags": [...], "graph": str | None}`` of the write that made this
+        version (None if unknown), for home's indexes. The directory only calls
+        this with a version newer than the one home holds, or equal to it for
+        a durable store.
+        """
+        ...
+
+
+class DictHome:
+    """An in-memory :class:`Home` for tests: ``l2`` is what home holds, ``l0`` what is durable."""
+
+    def __init__(self) -> None:
+        self.l2: dict[str, tuple[Value, int]] = {}
+        self.l0: dict[str, tuple[Value, int]] = {}
+        self.meta: dict[str, Meta] = {}
+        self.stores = 0
+
+    def load(self, iri: str) -> tuple[Value, int]:
+        return self.l2.get(iri, (None, 0))
+
+    def store(self, iri: str, value: Value, version: int, durable: bool, meta: Meta) -> None:
+        old = self.l2.get(iri, (None, 0))[1]
+        if version < old:
+            raise AssertionError(f"home version of {iri} would go back from {old} to {version}")
+        self.l2[iri] = (value, version)
+        self.meta[iri] = meta
+        if durable:
+            self.l0[iri] = (value, version)
+        self.stores += 1
+
+    def snapshot(self) -> Msg:
+        """Canonical plain data of the contents (for the exhaustive checker)."""
+        return {
+            "l2": [[k, *self.l2[k]] for k in sorted(self.l2)],
+            "l0": [[k, *self.l0[k]] for k in sorted(self.l0)],
+            "meta": [[k, self.meta[k]] for k in sorted(self.meta)],
+        }
+
+    def restore(self, snap: Msg) -> None:
+        self.l2 = {k: (v, n) for k, v, n in snap["l2"]}
+        self.l0 = {k: (v, n) for k, v, n in snap["l0"]}
+        self.meta = {k: meta for k, meta in snap["meta"]}
+
+
+@dataclasses.dataclass
+class _DirLine:
+    state: str = D_I
+    owner: str | None = None
+    sharers: set[str] = dataclasses.field(default_factory=set)
+    #: In S_D: the old owner whose Data we wait for.
+    fwd_from: str | None = None
+    deferred: deque[tuple[str, Msg]] = dataclasses.field(default_factory=deque)
+
+
+@dataclasses.dataclass
+class _Recall:
+    src: str
+    rid: int
+    pending: set[str]
+    fetched: list[str]
+    msgs: int
+
+
+class DirectoryController:
+    """Home directory of a set of lines: orders requests, tracks owner and sharers.
+
+    ``name`` is this directory's address (caches send to it; ``Fwd-GetS`` whose
+    ``req`` is ``name`` is a recall). ``_bugs`` is for mutation tests only.
+    """
+
+    def __init__(self, name: str, home: Home, *, _bugs: frozenset[str] = frozenset()) -> None:
+        unknown = set(_bugs) - DIRECTORY_BUGS
+        if unknown:
+            raise ValueError(f"unknown directory bugs: {sorted(unknown)}")
+        self.name = name
+        self.home = home
+        self._bugs = frozenset(_bugs)
+        self._lines: dict[str, _DirLine] = {}
+        self._recalls: list[_Recall] = []
+
+    # -- public surface -----------------------------------------------------
+    def handle(self, src: str, msg: Msg) -> list[tuple[str, Msg]]:
+        """Consume one message; return ``(destination, message)`` pairs to send."""
+        out: Out = []
+        kind = msg.get("t")
+        if kind == m.RECALL:
+            self._recall(src, msg, out)
+            return out
+        iri = msg.get("iri")
+        if kind not in m.PROTOCOL_KINDS or not isinstance(iri, str):
+            raise ProtocolError(f"{self.name}: not a protocol message for a directory: {msg!r}")
+        line = self._line(iri)
+        if kind in (m.GET_S, m.GET_M) and (line.state == D_SD or line.deferred):
+            line.deferred.append((src, msg))
+        else:
+            self._dispatch(iri, line, src, msg, out)
+        self._settle(iri, line, out)
+        return out
+
+    def inspect(self, iri: str) -> dict[str, Any]:
+        """``{"directory": I|S|EM|S_D, "owner": str|None, "sharers": sorted ids}``."""
+        line = self._lines.get(iri)
+        if line is None:
+            return {"directory": D_I, "owner": None, "sharers": []}
+        return {"directory": line.state, "owner": line.owner, "sharers": sorted(line.sharers)}
+
+    def lines(self) -> list[str]:
+        """IRIs this directory currently tracks (not I, or with requests waiting), sorted."""
+        return sorted(self._lines)
+
+    def dirty_candidates(self) -> list[str]:
+        """IRIs whose latest data may not be home (EM or S_D), sorted."""
+        return sorted(k for k, ln in self._lines.items() if ln.state in (D_EM, D_SD))
+
+    def snapshot(self) -> Msg:
+        """The whole controller state as canonical plain data (not the home's contents)."""
+        lines = [
+            [
+                iri,
+                ln.state,
+                ln.owner,
+                sorted(ln.sharers),
+                ln.fwd_from,
+                [[s, d] for s, d in ln.deferred],
+            ]
+            for iri, ln in sorted(self._lines.items())
+        ]
+        recalls = [
+            [r.src, r.rid, sorted(r.pending), list(r.fetched), r.msgs] for r in self._recalls
+        ]
+        return {"name": self.name, "lines": lines, "recalls": recalls}
+
+    def restore(self, snap: Msg) -> None:
+        """Replace the whole state with ``snap`` (from :meth:`snapshot`)."""
+        if snap["name"] != self.name:
+            raise ValueError(f"snapshot of {snap['name']!r} restored into {self.name!r}")
+        self._lines = {}
+        for iri, state, owner, sharers, fwd_from, deferred in snap["lines"]:
+            if state not in DIR_STATES:
+                raise ValueError(f"unknown directory state {state!r}")
+            self._lines[iri] = _DirLine(
+                state, owner, set(sharers), fwd_from, deque((s, d) for s, d in deferred)
+            )
+        self._recalls = [
+            _Recall(src, rid, set(p), list(f), n) for src, rid, p, f, n in snap["recalls"]
+        ]
+
+    # -- internals ---------------------------------------------------------
+    def _line(self, iri: str) -> _DirLine:
+        line = self._lines.get(iri)
+        if line is None:
+            line = self._lines[iri] = _DirLine()
+        return line
+
+    def _settle(self, iri: str, line: _DirLine, out: Out) -> None:
+        """After a line left S_D: answer recalls waiting on it, then run its deferred requests.
+
+        Recalls go first: the data reached home at this very step, and a
+        deferred GetM run next could take the line to EM again.
+        """
+        if line.state != D_SD and self._recalls:
+            still: list[_Recall] = []
+            for rec in self._recalls:
+                rec.pending.discard(iri)
+                if rec.pending:
+                    still.append(rec)
+                else:
+                    out.append((rec.src, m.recall_ack(self.name, rec.rid, rec.fetched, rec.msgs)))
+            self._recalls = still
+        while line.deferred and line.state != D_SD:
+            src, msg = line.deferred.popleft()
+            self._dispatch(iri, line, src, msg, out)
+        if line.state == D_I and not line.deferred:
+            del self._lines[iri]
+
+    def _take_home(self, iri: str, msg: Msg, durable: bool) -> None:
+        """Store the data in ``msg`` at home if it is newer (or must become durable)."""
+        _value, have = self.home.load(iri)
+        version = msg["version"]
+        if version < have:
+            raise ProtocolError(
+                f"{self.name}: data v{version} of {iri} is older than home's v{have}"
+            )
+        if version > have or durable:
+            self.home.store(iri, msg["value"], version, durable, msg["meta"])
+
+    def _from_home(self, iri: str, *, acks: int, excl: bool, n: int) -> Msg:
+        value, version = self.home.load(iri)
+        return m.data(iri, self.name, value, version, None, acks=acks, excl=excl, n=n)
+
+    def _recall(self, src: str, msg: Msg, out: Out) -> None:
+        iris = msg.get("iris")
+        scope = sorted(self._lines) if iris is None else sorted(set(iris))
+        rec = _Recall(src=src, rid=msg["rid"], pending=set(), fetched=[], msgs=2)
+        for iri in scope:
+            line = self._lines.get(iri)
+            if line is None:
+                continue
+            if line.state == D_EM:
+                owner = line.owner
+                assert owner is not None
+                out.append((owner, m.fwd_get_s(iri, self.name, self.name, 2)))
+                line.sharers = {owner}
+                line.fwd_from = owner
+                line.owner = None
+                line.state = D_SD
+                rec.fetched.append(iri)
+                rec.msgs += 2  # the Fwd-GetS and the owner's Data
+                rec.pending.add(iri)
+            elif line.state == D_SD:
+                rec.pending.add(iri)
+        if rec.pending:
+            self._recalls.append(rec)
+        else:
+            out.append((src, m.recall_ack(self.name, rec.rid, rec.fetched, rec.msgs)))
+
+    def _dispatch(self, iri: str, line: _DirLine, src: str, msg: Msg, out: Out) -> None:
+        kind = msg["t"]
+        st = line.state
+        if kind == m.GET_S:
+            if st == D_I:
+                out.append((src, self._from_home(iri, acks=0, excl=True, n=2)))
+                line.owner, line.state = src, D_EM
+                return
+            if st == D_S:
+                out.append((src, self._from_home(iri, acks=0, excl=False, n=2)))
+                line.sharers.add(src)
+                return
+            if st == D_EM and line.owner != src:
+                owner = line.owner
+                assert owner is not None
+                if "gets_from_memory" in self._bugs:
+                    out.append((src, self._from_home(iri, acks=0, excl=False, n=2)))
+                    line.sharers, line.owner, line.state = {owner, src}, None, D_S
+                    return
+                out.append((owner, m.fwd_get_s(iri, self.name, src, 2)))
+                line.sharers = {owner, src}
+                line.fwd_from, line.owner, line.state = owner, None, D_SD
+                return
+        elif kind == m.GET_M:
+            if st == D_I:
+                out.append((src, self._from_home(iri, acks=0, excl=False, n=2)))
+                line.owner, line.state = src, D_EM
+                return
+            if st == D_S:
+                others = sorted(line.sharers - {src})
+                out.append(
+                    (src, self._from_home(iri, acks=len(others), excl=False, n=2 + len(others)))
+                )
+                for sharer in others:
+                    out.append((sharer, m.inv(iri, self.name, src)))
+                line.sharers = set()
+                line.owner, line.state = src, D_EM
+                return
+            if st == D_EM and line.owner != src:
+                owner = line.owner
+                assert owner is not None
+                out.append((owner, m.fwd_get_m(iri, self.name, src, 2)))
+                line.owner = src
+                return
+        elif kind == m.PUT_S:
+            # From a sharer, or from a cache we already invalidated / never tracked
+            # (its PutS raced an Inv): either way drop it from the sharers and ack.
+            line.sharers.discard(src)
+            if st == D_S and not line.sharers:
+                line.state = D_I
+            out.append((src, m.put_ack(iri, self.name)))
+            return
+        elif kind in (m.PUT_E, m.PUT_M):
+            if st == D_EM and (
+                line.owner == src or (kind == m.PUT_M and "accept_stale_putm" in self._bugs)
+            ):
+                if kind == m.PUT_M:
+                    if "accept_stale_putm" in self._bugs:
+                        if msg["version"] > self.home.load(iri)[1]:
+                            self.home.store(iri, msg["value"], msg["version"], False, msg["meta"])
+                    else:
+                        self._take_home(iri, msg, durable=False)
+                line.owner, line.state = None, D_I
+            else:
+                # Stale: ownership moved on (a Fwd-GetM / Fwd-GetS overtook this Put);
+                # the data already went where it belongs, so only acknowledge.
+                line.sharers.discard(src)
+                if st == D_S and not line.sharers:
+                    line.state = D_I
+            out.append((src, m.put_ack(iri, self.name)))
+            return
+        elif kind == m.DATA:
+            if st == D_SD and src == line.fwd_from:
+                self._take_home(iri, msg, durable=False)
+                line.fwd_from = None
+                line.state = D_S if line.sharers else D_I
+                return
+        elif kind == m.WT:
+            # From the owner, which holds M and defers any Fwd until our ack, so
+            # this is the newest version of the line whatever state we are in.
+            self._take_home(iri, msg, durable=True)
+            out.append((src, m.wt_ack(iri, self.name, msg["version"])))
+            return
+        raise ProtocolError(f"{self.name}: {kind} from {src} for {iri} in state {st}: {msg!r}")
