@@ -10,6 +10,7 @@ tell them apart::
     │   └── ScenarioFormatError a scenario file is malformed (FILE:LINE:COL)
     ├── PermissionDenied        the agent's role may not touch that graph
     ├── ConflictError           a compare-and-set or fencing check lost a race
+    │   └── DeadlockError       a lock wait would close a cycle in the wait-for graph
     ├── CycleError              a task dependency would close a cycle
     ├── Timeout                 a wait ran out of time (also a TimeoutError)
     ├── ActorUnavailable        the actor is stopped, crashed or unknown
@@ -37,6 +38,7 @@ __all__ = [
     "ConflictError",
     "CorruptRecord",
     "CycleError",
+    "DeadlockError",
     "GlidingError",
     "IncompatibleFormat",
     "InvalidInput",
@@ -95,6 +97,13 @@ class PermissionDenied(GlidingError):
 
 class ConflictError(GlidingError):
     """A version or fencing-token check failed because someone else moved first."""
+
+
+class DeadlockError(ConflictError):
+    """Waiting for this lock would close a cycle of agents waiting on each other.
+
+    Raised at once instead of waiting; nothing was granted or queued.
+    """
 
 
 class CycleError(GlidingError):
