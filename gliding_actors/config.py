@@ -54,6 +54,8 @@ class CoherenceConfig:
     critical_tags: tuple[str, ...] = ("user_intent", "confirmed_fact", "emphasis")
     #: Lines an agent cache holds before it evicts the least recently used one.
     cache_lines: int = dataclasses.field(default=1024, metadata=_range(1))
+    #: Directory actors; each IRI's home is one of them, by a stable hash.
+    directory_shards: int = dataclasses.field(default=1, metadata=_range(1, 256))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +66,10 @@ class L0Config:
     max_node_bytes: int = dataclasses.field(default=5 * 1024 * 1024, metadata=_range(1))
     #: fsync every write batch (True) or only write-through ones (False).
     sync_all_writes: bool = False
+    #: Reads counted in memory before their access counts are written down in
+    #: one batch (read by :class:`~gliding_actors.l0.L0Store`, as the default of
+    #: its ``access_flush_every``).
+    access_flush_every: int = dataclasses.field(default=1000, metadata=_range(1))
 
 
 @dataclasses.dataclass(frozen=True)

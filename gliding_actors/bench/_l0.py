@@ -10,7 +10,8 @@ the median of the per-round ratios (ours / raw, higher is better, 1.0 = free).
 * ``put_nodes_per_s`` — ``L0Store.store(entry)``, ``sync=False``: one logical
   write, i.e. one LevelDB write batch holding the node and its five index keys
   (2 tags, graph, type, importance), after validation, canonical-JSON sha256
-  and a read of the stored node (for the merge). ``raw_put_nodes_per_s`` — one
+  and point reads of the stored node (for the merge) and of its tombstone (a
+  new node continues a deleted one's version). ``raw_put_nodes_per_s`` — one
   plyvel write batch holding ``msgpack(node)`` per node, no indexes.
   ``put_ratio`` (target >= 0.6).
 * ``bulk_put_*`` — the same with one write batch per block

@@ -16,7 +16,8 @@ type                fields                                                  repl
 ``l0.put_many``     entries (list), [merge] [sync]                          list of entries (dicts)
 ``l0.get``          iri, [touch]                                            entry dict or None
 ``l0.get_node``     iri, [touch]                                            the node (dict) or None
-``l0.delete``       iri, [sync]                                             bool (it existed)
+``l0.delete``       iri, [sync] [version]                                   bool (it existed)
+``l0.version``      iri                                                     int (0: never written)
 ``l0.annotate``     iri, [vector_id] [mesi_state] [sync]                    entry dict or None
 ``l0.query``        [tags] [graph] [node_type] [prefix] [min_importance]    list of entry dicts, or
                     [max_importance] [limit] [iris_only]                    of IRIs with iris_only
@@ -119,7 +120,12 @@ class L0Actor:
         )
 
     def _delete(self, m: Mapping[str, Any]) -> bool:
-        return self.store.delete(_required(m, "iri", str), sync=_opt(m, "sync", bool))
+        return self.store.delete(
+            _required(m, "iri", str), sync=_opt(m, "sync", bool), version=_opt(m, "version", int)
+        )
+
+    def _version(self, m: Mapping[str, Any]) -> int:
+        return self.store.retrieve_version(_required(m, "iri", str))
 
     def _annotate(self, m: Mapping[str, Any]) -> dict[str, Any] | None:
         entry = self.store.annotate(
@@ -167,6 +173,7 @@ _HANDLERS: dict[str, _Handler] = {
     "l0.get": L0Actor._get,
     "l0.get_node": L0Actor._get_node,
     "l0.delete": L0Actor._delete,
+    "l0.version": L0Actor._version,
     "l0.annotate": L0Actor._annotate,
     "l0.query": L0Actor._query,
     "l0.graphs": L0Actor._graphs,
@@ -184,7 +191,8 @@ _FIELDS: dict[str, frozenset[str]] = {
     "l0.put_many": frozenset({"entries", "merge", "sync"}),
     "l0.get": frozenset({"iri", "touch"}),
     "l0.get_node": frozenset({"iri", "touch"}),
-    "l0.delete": frozenset({"iri", "sync"}),
+    "l0.delete": frozenset({"iri", "sync", "version"}),
+    "l0.version": frozenset({"iri"}),
     "l0.annotate": frozenset({"iri", "vector_id", "mesi_state", "sync"}),
     "l0.query": frozenset(
         {

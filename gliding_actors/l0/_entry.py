@@ -9,6 +9,8 @@ per-field ``__init__`` costs a measurable share of a LevelDB get.
 
 from __future__ import annotations
 
+import struct
+import threading
 import types
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -95,7 +97,8 @@ class L0Entry(NamedTuple):
 # order up to content_size; slot 0 (the IRI, already in the key) holds the
 # record-shape version instead. access_count and last_accessed live apart,
 # under a: + IRI as msgpack [count, last_accessed], so that counting reads
-# rewrites a few bytes and never the node (which may be megabytes).
+# rewrites a few bytes and never the node (which may be megabytes). A deleted
+# node leaves a tombstone under d: + IRI, msgpack [version, deleted_at].
 
 RECORD_VERSION = 1
 F_IMPORTANCE = L0Entry._fields.index("importance")
@@ -109,17 +112,82 @@ assert F_LAST_ACCESSED == RECORD_LEN + 1 == len(L0Entry._fields) - 1
 _unpackb = msgpack.unpackb
 
 
-def pack_record(packer: msgpack.Packer, fields: list[Any]) -> bytes:
-    """Encode entry-ordered ``fields`` (slot 0 and the access statistics are
-    left out) as a node record.
+_local = threading.local()
 
-    Raises the packer's error (OverflowError, TypeError, ValueError) for data
-    msgpack cannot hold; the caller turns it into InvalidInput.
-    """
-    head = fields[:RECORD_LEN]
-    head[0] = RECORD_VERSION
-    packed: bytes = packer.pack(head)
+
+def packb(value: Any) -> bytes:
+    """``msgpack.packb(value)`` with the calling thread's Packer: packb builds a
+    Packer per call, which costs about as much as packing a small record."""
+    try:
+        packer: msgpack.Packer = _local.packer
+    except AttributeError:
+        packer = _local.packer = msgpack.Packer()
+    try:
+        packed: bytes = packer.pack(value)
+    except BaseException:
+        packer.reset()  # a failed pack may leave bytes in the buffer
+        raise
     return packed
+
+
+_packb = packb
+#: A record's first bytes: the array header and slot 0 (the record version).
+_RECORD_HEAD = msgpack.Packer().pack_array_header(RECORD_LEN) + msgpack.packb(RECORD_VERSION)
+#: Length of the array header of the fields after the content (stripped when
+#: they are spliced in after it).
+_TAIL_HEADER_LEN = len(msgpack.Packer().pack_array_header(RECORD_LEN - 2))
+
+
+def pack_record(fields: list[Any], packed_content: bytes) -> bytes:
+    """Encode entry-ordered ``fields`` as a node record: slot 0 holds the record
+    version, slot 1 the content, given already packed (``packb(fields[1])``:
+    the writer packs the new content anyway, to check it), then the rest up to
+    ``content_size`` (the access statistics are left out).
+
+    The bytes are exactly ``packb([RECORD_VERSION, *fields[1:RECORD_LEN]])``: a
+    msgpack array is its header followed by its items.
+
+    Raises msgpack's error (OverflowError, TypeError, ValueError) for data it
+    cannot hold; the caller turns it into InvalidInput.
+    """
+    tail: bytes = _packb(fields[2:RECORD_LEN])
+    return _RECORD_HEAD + packed_content + tail[_TAIL_HEADER_LEN:]
+
+
+#: struct for msgpack ``[count, last_accessed]`` with a count below 128 (a positive fixint)
+pack_small_access = struct.Struct(">BBBd").pack
+
+
+def pack_access(count: int, last_accessed: float) -> bytes:
+    """An access key's value: msgpack ``[count, last_accessed]`` (the same bytes
+    as ``packb``; a count below 128 is a positive fixint, packed with struct)."""
+    if 0 <= count < 128:
+        return pack_small_access(0x92, count, 0xCB, last_accessed)
+    packed: bytes = _packb([count, float(last_accessed)])
+    return packed
+
+
+def pack_tombstone(version: int, deleted_at: float) -> bytes:
+    """A tombstone's value: msgpack ``[version, deleted_at]``."""
+    packed: bytes = _packb([version, deleted_at])
+    return packed
+
+
+def decode_tombstone(key: bytes, raw: bytes) -> tuple[int, float]:
+    """``(version, deleted_at)`` from a tombstone's value."""
+    try:
+        value = _unpackb(raw)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise CorruptRecord(f"L0 tombstone {key!r} does not decode: {exc}") from exc
+    if (
+        type(value) is not list
+        or len(value) != 2
+        or type(value[0]) is not int
+        or value[0] < 1
+        or type(value[1]) is not float
+    ):
+        raise CorruptRecord(f"L0 tombstone {key!r} is not [version, deleted_at]: {value!r}")
+    return value[0], value[1]
 
 
 def decode_access(key: bytes, raw: bytes) -> tuple[int, float]:

@@ -7,6 +7,7 @@ ASCII namespace so that each kind of key is one contiguous, range-scannable run
     b"\\x00meta:format"                    -> msgpack int, the on-disk format version
     b"n:" + iri                            -> msgpack record of the node (see _entry.py)
     b"a:" + iri                            -> msgpack [access_count, last_accessed]
+    b"d:" + iri                            -> msgpack [version, deleted_at]  tombstone
     b"t:" + tag   + b"\\x00" + iri          -> b""   tag index
     b"g:" + graph + b"\\x00" + iri          -> b""   named-graph index
     b"y:" + type  + b"\\x00" + iri          -> b""   JSON-LD type index
@@ -35,6 +36,7 @@ __all__ = [
     "NODE",
     "SEP",
     "TAG",
+    "TOMBSTONE",
     "TYPE",
     "importance_bound",
     "index_keys",
@@ -46,19 +48,22 @@ __all__ = [
 #: Version of the on-disk layout written by this build. Bump it (and write a
 #: migration) whenever a key or record shape changes; opening a database whose
 #: format key is larger fails with IncompatibleFormat instead of misreading it.
-FORMAT_VERSION = 1
+#: 1: nodes, access keys, indexes. 2: adds tombstones (``d:``); a format-1
+#: database is upgraded in place on open (only the format key changes).
+FORMAT_VERSION = 2
 
 META_FORMAT = b"\x00meta:format"
 META_PREFIX = b"\x00meta:"
 NODE = b"n:"
 ACCESS = b"a:"
+TOMBSTONE = b"d:"
 TAG = b"t:"
 GRAPH = b"g:"
 TYPE = b"y:"
 IMPORTANCE = b"i:"
 SEP = b"\x00"
 #: Every namespace an L0 database may contain (used by verify()).
-NAMESPACES = (META_PREFIX, NODE, ACCESS, TAG, GRAPH, TYPE, IMPORTANCE)
+NAMESPACES = (META_PREFIX, NODE, ACCESS, TOMBSTONE, TAG, GRAPH, TYPE, IMPORTANCE)
 
 _IMPORTANCE_LEN = len(IMPORTANCE) + 8
 _pack_double = struct.Struct(">d").pack

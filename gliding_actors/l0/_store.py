@@ -13,14 +13,14 @@ methods of the *same instance* from their own threads. That is safe because
 * multi-key reads (index queries) run on one LevelDB snapshot, so they see one
   point in time even while the actor writes.
 
-Layout, merge rules, durability and errors are documented in ``docs/L0.md``.
+Layout, merge rules, tombstones, durability and errors are documented in
+``docs/L0.md``.
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
-import json
 import math
 import os
 import threading
@@ -41,17 +41,28 @@ from gliding_actors.errors import (
     StorageError,
 )
 from gliding_actors.l0 import _keys as K
+from gliding_actors.l0._canonical import JSON_ERRORS, canonical, check_json
 from gliding_actors.l0._entry import (
+    _EMPTY,
     F_ACCESS_COUNT,
+    F_CREATED,
     F_IMPORTANCE,
     F_LAST_ACCESSED,
     MESI_STATES,
+    RECORD_LEN,
+    RECORD_VERSION,
     L0Entry,
+    bad_record,
     check_record_fields,
     decode_access,
     decode_record,
+    decode_tombstone,
     entry_from_fields,
+    pack_access,
     pack_record,
+    pack_small_access,
+    pack_tombstone,
+    packb,
 )
 
 __all__ = ["UNSET", "L0Store"]
@@ -80,19 +91,23 @@ _F_UPDATED = _FIELDS.index("updated_at")
 _F_HASH = _FIELDS.index("content_hash")
 _F_SIZE = _FIELDS.index("content_size")
 
-# The canonical form hashed into content_hash; the same text json.dumps(content,
-# sort_keys=True, separators=(",", ":"), ensure_ascii=False) gives, from one
-# reusable encoder (allow_nan=False: NaN/Infinity are not JSON).
-_canonical = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-).encode
 _sha256 = hashlib.sha256
-_JSON_ERRORS = (TypeError, ValueError, RecursionError, UnicodeEncodeError, OverflowError)
-_DEFAULT_ACCESS_FLUSH_EVERY = 1000
+_unpackb = msgpack.unpackb
+_tuple_new = tuple.__new__
 _iri_match = K.iri_match
 _label_match = K.label_match
+_pack_double = K._pack_double
 _NODE = K.NODE
 _ACCESS = K.ACCESS
+_TOMB = K.TOMBSTONE
+_TAG = K.TAG
+_GRAPH = K.GRAPH
+_TYPE = K.TYPE
+_IMPORTANCE = K.IMPORTANCE
+_SEP = K.SEP
+#: Validated labels remembered per namespace (label -> its index-key prefix);
+#: the caches are emptied when they reach this size.
+_LABEL_CACHE_MAX = 4096
 
 
 class L0Store:
@@ -101,7 +116,8 @@ class L0Store:
     ``access_flush_every``: reads are counted in memory and written down in one
     batch every that many reads, on :meth:`flush` and on :meth:`close` (never a
     write per read). Counts not yet written down are lost if the process dies;
-    reads always see them.
+    reads always see them. None (the default) takes
+    ``config.access_flush_every``.
     """
 
     def __init__(
@@ -110,8 +126,11 @@ class L0Store:
         *,
         clock: Clock,
         config: L0Config | None = None,
-        access_flush_every: int = _DEFAULT_ACCESS_FLUSH_EVERY,
+        access_flush_every: int | None = None,
     ) -> None:
+        self._config = config if config is not None else L0Config()
+        if access_flush_every is None:
+            access_flush_every = self._config.access_flush_every
         if (
             isinstance(access_flush_every, bool)
             or not isinstance(access_flush_every, int)
@@ -122,21 +141,26 @@ class L0Store:
             )
         self._path = os.fspath(path)
         self._clock = clock
-        self._config = config if config is not None else L0Config()
         self._max_bytes = self._config.max_node_bytes
         self._sync_all = self._config.sync_all_writes
         self._flush_every = access_flush_every
         self._write_lock = threading.RLock()
         self._access_lock = threading.Lock()
         # iri -> [stored access count, reads not yet written down, time of the
-        # last one]. The stored count is read with the first pending read; it
-        # stays right until the next write-down, the only writer of access keys.
+        # last one, access key]. The stored count is read with the first
+        # pending read; it stays right until the next write-down, the only
+        # writer of access keys.
         self._pending: dict[str, list[Any]] = {}
         self._reads = 0
         # Bumped (under _access_lock) after every write-down of access counts and
         # every delete; a reader that overlapped one re-reads (see retrieve()).
         self._generation = 0
-        self._packer = msgpack.Packer()
+        # Validated tags / graph names / types -> their index-key prefix
+        # (namespace + UTF-8 + NUL): a write checks a known label with one dict
+        # lookup instead of a regex, and builds its index keys with one concat.
+        self._tag_keys: dict[str, bytes] = {}
+        self._graph_keys: dict[str, bytes] = {}
+        self._type_keys: dict[str, bytes] = {}
         self._closed = True
         try:
             self._db = plyvel.DB(
@@ -181,10 +205,10 @@ class L0Store:
                     f"L0 database {self._path} has data but no format key {K.META_FORMAT!r} "
                     f"(first key {first!r}); not an L0 store, or the key was lost"
                 )
-            self._db.put(K.META_FORMAT, msgpack.packb(K.FORMAT_VERSION), sync=True)
+            self._db.put(K.META_FORMAT, packb(K.FORMAT_VERSION), sync=True)
             return
         try:
-            version = msgpack.unpackb(raw)
+            version = _unpackb(raw)
         except Exception as exc:
             raise CorruptRecord(f"L0 format key {K.META_FORMAT!r} does not decode: {exc}") from exc
         if type(version) is not int or version < 1:
@@ -196,6 +220,11 @@ class L0Store:
                 f"L0 database {self._path} has format version {version}; "
                 f"this build reads format <= {K.FORMAT_VERSION}. Upgrade gliding_actors to open it."
             )
+        if version < K.FORMAT_VERSION:
+            # Format 1 had no tombstones; its keys are read as they are. Record
+            # the new version before anything writes one, so that an older
+            # build refuses the database instead of ignoring its tombstones.
+            self._db.put(K.META_FORMAT, packb(K.FORMAT_VERSION), sync=True)
 
     def close(self) -> None:
         """Write pending access counts down (synchronously) and close. Idempotent.
@@ -262,15 +291,19 @@ class L0Store:
         write-down path of the coherence layer, where the latest value must win
         even if it is shorter.
 
-        ``entry.version``: 0 means "stored version + 1" (1 for a new node); a
-        positive version is recorded as given (the coherence layer's line
-        version) and may not be lower than the stored one (ConflictError).
-        ``expect_version`` (0 = absent) makes the write a compare-and-set.
+        ``entry.version``: 0 means "current version + 1", where the current
+        version is the stored node's, or its tombstone's if it was deleted (1
+        for a node never written); a positive version is recorded as given (the
+        coherence layer's line version) and may not be lower than the stored
+        one (ConflictError; equal is an idempotent re-flush) nor lower than or
+        equal to a tombstone's. ``expect_version`` makes the write a
+        compare-and-set against :meth:`retrieve_version` (0 also matches a
+        deleted node: "must be absent").
 
         ``sync=True`` fsyncs before returning; ``None`` follows
         ``config.sync_all_writes``. Returns the entry as stored.
         """
-        iri_b, fields = self._prepare(entry)
+        iri_b, fields, packed = self._prepare(entry)
         do_sync = self._sync_all if sync is None else self._sync(sync)
         if expect_version is not None:
             _check_version_arg(expect_version, "expect_version")
@@ -279,9 +312,11 @@ class L0Store:
                 raise StorageError(f"L0 store {self._path} is closed")
             wb = self._db.write_batch(sync=do_sync)
             fields = self._apply(
-                wb, iri_b, fields, merge, expect_version, float(self._clock.now()), None
+                wb, iri_b, fields, packed, merge, expect_version, float(self._clock.now()), None
             )
             wb.write()
+        if not self._pending:
+            return _tuple_new(L0Entry, fields)
         return self._with_pending(fields)
 
     def store_many(
@@ -299,7 +334,8 @@ class L0Store:
         """
         if isinstance(entries, (str, bytes, Mapping)):
             raise InvalidInput("store_many takes an iterable of L0Entry")
-        prepared = [self._prepare(e) for e in entries]
+        prepare = self._prepare
+        prepared = [prepare(e) for e in entries]
         do_sync = self._sync(sync)
         out: list[list[Any]] = []
         with self._write_lock:
@@ -307,8 +343,9 @@ class L0Store:
             wb = db.write_batch(sync=do_sync)
             now = float(self._clock.now())
             overlay: dict[bytes, list[Any]] = {}
-            for iri_b, fields in prepared:
-                out.append(self._apply(wb, iri_b, fields, merge, None, now, overlay))
+            apply = self._apply
+            for iri_b, fields, packed in prepared:
+                out.append(apply(wb, iri_b, fields, packed, merge, None, now, overlay))
             wb.write()
         return [self._with_pending(f) for f in out]
 
@@ -344,22 +381,62 @@ class L0Store:
         )
         return self.store(entry, merge=merge, sync=sync, expect_version=expect_version)
 
-    def delete(self, iri: str, *, sync: bool | None = None) -> bool:
-        """Remove a node and all its index entries in one batch; False if absent."""
+    def delete(self, iri: str, *, sync: bool | None = None, version: int | None = None) -> bool:
+        """Delete a node: remove it, its index entries and its access statistics,
+        and leave a tombstone, in one batch. True if a node was there.
+
+        The tombstone (key ``d:`` + IRI) records the version of the delete, so
+        that versions continue across a delete and a restart: the delete is a
+        write (stored version + 1, or ``version`` when given: the coherence
+        layer's line version, which must be newer than the stored node's), and
+        a node stored later continues from it. ``version`` on a node already
+        deleted (or never written) records a tombstone at that version, if it
+        is not older than the one there (equal: an idempotent re-flush);
+        without ``version``, deleting an absent node changes nothing.
+        """
         iri_b = _iri_bytes(iri)
         do_sync = self._sync(sync)
-        key = K.NODE + iri_b
+        _check_version_arg(version, "version")
+        key = _NODE + iri_b
+        tkey = _TOMB + iri_b
         with self._write_lock:
             db = self._live()
             raw = db.get(key)
+            now = float(self._clock.now())
             if raw is None:
+                if not version:
+                    return False
+                traw = db.get(tkey)
+                value = pack_tombstone(version, now)
+                if traw is not None:
+                    current = decode_tombstone(tkey, traw)[0]
+                    if version < current:
+                        raise ConflictError(
+                            f"{iri}: a delete at version {version} is older than "
+                            f"its tombstone's version {current}"
+                        )
+                    if version == current:
+                        value = traw  # an idempotent re-flush: written again, unchanged
+                wb = db.write_batch(sync=do_sync)
+                wb.put(tkey, value)
+                wb.write()
                 return False
             old = decode_record(key, raw, iri)
+            current = old[_F_VERSION]
+            if version:
+                if version <= current:
+                    raise ConflictError(
+                        f"{iri}: a delete at version {version} is not newer than "
+                        f"the stored version {current}"
+                    )
+            else:
+                version = current + 1
             wb = db.write_batch(sync=do_sync)
             for k in _index_keys_of(iri_b, old):
                 wb.delete(k)
             wb.delete(key)
             wb.delete(_ACCESS + iri_b)
+            wb.put(tkey, pack_tombstone(version, now))
             wb.write()
             with self._access_lock:
                 self._pending.pop(iri, None)
@@ -367,18 +444,20 @@ class L0Store:
         return True
 
     def delete_graph(self, name: str, *, sync: bool | None = None) -> int:
-        """Delete every node of named graph ``name`` (one atomic batch); the count."""
+        """Delete every node of named graph ``name`` (one atomic batch, each node
+        leaving a tombstone at its version + 1, as :meth:`delete`); the count."""
         prefix = K.label_prefix(K.GRAPH, _label(name, "named graph"))
         do_sync = self._sync(sync)
         n = len(prefix)
         with self._write_lock:
             db = self._live()
+            now = float(self._clock.now())
             wb = db.write_batch(sync=do_sync)
             gone: list[str] = []
             with db.iterator(prefix=prefix, include_value=False) as it:
                 for ikey in it:
                     iri_b = ikey[n:]
-                    key = K.NODE + iri_b
+                    key = _NODE + iri_b
                     raw = db.get(key)
                     iri = iri_b.decode()
                     if raw is None:
@@ -390,6 +469,7 @@ class L0Store:
                         wb.delete(k)
                     wb.delete(key)
                     wb.delete(_ACCESS + iri_b)
+                    wb.put(_TOMB + iri_b, pack_tombstone(old[_F_VERSION] + 1, now))
                     gone.append(iri)
             wb.write()
             with self._access_lock:
@@ -422,7 +502,7 @@ class L0Store:
                 f"mesi_state must be one of I, S, E, M, not {mesi_state!r}", path=("mesi_state",)
             )
         do_sync = self._sync(sync)
-        key = K.NODE + iri_b
+        key = _NODE + iri_b
         with self._write_lock:
             db = self._live()
             raw = db.get(key)
@@ -433,7 +513,7 @@ class L0Store:
                 fields[_F_VECTOR_ID] = vector_id
             if mesi_state is not UNSET:
                 fields[_F_MESI] = mesi_state
-            db.put(key, self._pack(fields), sync=do_sync)
+            db.put(key, _pack(fields, packb(fields[_F_CONTENT])), sync=do_sync)
         return self._with_pending(fields)
 
     def flush(self, *, sync: bool = False) -> int:
@@ -452,13 +532,18 @@ class L0Store:
                 try:
                     wb = db.write_batch(sync=sync)
                     put = wb.put
-                    pack = self._packer.pack
-                    for iri, (stored, reads, when) in pending.items():
-                        put(_ACCESS + iri.encode(), pack([stored + reads, float(when)]))
+                    pack = pack_access
+                    small = pack_small_access  # pack_access() of a count below 128
+                    for stored, reads, when, akey in pending.values():
+                        count = stored + reads
+                        put(
+                            akey,
+                            small(0x92, count, 0xCB, when) if count < 128 else pack(count, when),
+                        )
                     if sync and not pending:
                         # An empty batch may not reach the log; rewrite the format
                         # key so that the fsync happens.
-                        put(K.META_FORMAT, msgpack.packb(K.FORMAT_VERSION))
+                        put(K.META_FORMAT, packb(K.FORMAT_VERSION))
                     wb.write()
                 except BaseException:
                     self._pending = pending
@@ -474,23 +559,24 @@ class L0Store:
 
     # -- write internals -------------------------------------------------------
 
-    def _prepare(self, entry: L0Entry) -> tuple[bytes, list[Any]]:
-        """Validate and normalise one entry into record fields (entry order).
+    def _prepare(self, entry: L0Entry) -> tuple[bytes, list[Any], bytes]:
+        """Validate and normalise one entry: ``(iri bytes, record fields in entry
+        order, the content packed with msgpack)``.
 
         Raises InvalidInput before anything is written. Store-owned fields are
-        filled in by _apply; content_hash and content_size here.
+        filled in by _apply; content_hash and content_size here, from one
+        serialisation of the content that is also its JSON check.
         """
-        if not isinstance(entry, L0Entry):
+        if type(entry) is not L0Entry and not isinstance(entry, L0Entry):
             raise InvalidInput(f"expected an L0Entry, not {type(entry).__name__}")
-        fields = list(entry)
-        iri = fields[0]
+        (iri, content, importance, tags, graph, types, context, metadata, version, vector_id,
+         mesi, _created, _updated, _hash, _size, _count, _last) = entry  # fmt: skip
         if type(iri) is not str or _iri_match(iri) is None:
             raise InvalidInput(
                 f"invalid IRI {iri!r}: need scheme:rest without spaces or control characters",
                 path=("iri",),
             )
-        content = fields[1]
-        if not isinstance(content, dict):
+        if type(content) is not dict and not isinstance(content, dict):
             raise InvalidInput(
                 f"content of {iri} must be a JSON object, not {type(content).__name__}",
                 path=("content",),
@@ -501,19 +587,26 @@ class L0Store:
                 path=("content", "@id"),
             )
         try:
-            canonical = _canonical(content).encode()
-        except _JSON_ERRORS as exc:
+            text = canonical(content)
+        except JSON_ERRORS as exc:
             raise InvalidInput(
                 f"content of {iri} is not JSON-serialisable: {exc}", path=("content",)
             ) from exc
-        size = len(canonical)
+        size = len(text)
         if size > self._max_bytes:
             raise InvalidInput(
                 f"node {iri} is {size} bytes of JSON; the limit (l0.max_node_bytes) is {self._max_bytes}",
                 path=("content",),
             )
-        _check_keys(content, iri, "content")
-        importance = fields[2]
+        try:
+            # Packed here even when a merge will keep the stored content: what
+            # JSON msgpack cannot hold (uuid.UUID, enums: orjson takes them)
+            # must be refused whatever is stored.
+            packed: bytes = packb(content)
+        except JSON_ERRORS as exc:
+            raise InvalidInput(
+                f"content of {iri} is not JSON-serialisable: {exc}", path=("content",)
+            ) from exc
         if type(importance) is not float:
             if isinstance(importance, bool) or not isinstance(importance, (int, float)):
                 raise InvalidInput(
@@ -525,85 +618,127 @@ class L0Store:
             raise InvalidInput(
                 f"importance must be in [0, 1], not {importance!r}", path=("importance",)
             )
-        fields[2] = importance + 0.0  # -0.0 -> 0.0, so it sorts with 0.0 in the index
-        tags = fields[_F_TAGS]
-        fields[_F_TAGS] = _labels(tags, "tags") if tags else []
-        graph = fields[_F_GRAPH]
-        if graph is not None and (type(graph) is not str or _label_match(graph) is None):
-            raise InvalidInput(
-                f"invalid named graph {graph!r}: need non-empty text without control characters",
-                path=("named_graph",),
-            )
-        types = fields[_F_TYPES]
-        type_list = _labels(types, "jsonld_types") if types else []
+        importance += 0.0  # -0.0 -> 0.0, so it sorts with 0.0 in the index
+        tags = _labels(tags, "tags", self._tag_keys, _TAG) if tags else []
+        if graph is not None:
+            graph_keys = self._graph_keys
+            if type(graph) is not str or (
+                graph not in graph_keys and not _learn(graph, graph_keys, _GRAPH)
+            ):
+                raise InvalidInput(
+                    f"invalid named graph {graph!r}: need non-empty text without control "
+                    "characters",
+                    path=("named_graph",),
+                )
+        type_keys = self._type_keys
+        types = _labels(types, "jsonld_types", type_keys, _TYPE) if types else []
         content_types = content.get("@type")
         if content_types is not None:
-            if type(content_types) is str and _label_match(content_types) is not None:
+            if type(content_types) is str and (
+                content_types in type_keys or _learn(content_types, type_keys, _TYPE)
+            ):
                 extra = [content_types]  # the common case, without the general path
             else:
                 extra = _labels(
-                    content_types if type(content_types) is not str else [content_types], "@type"
+                    content_types if type(content_types) is not str else [content_types],
+                    "@type",
+                    type_keys,
+                    _TYPE,
                 )
-            type_list = _union(type_list, extra)
-        fields[_F_TYPES] = type_list
-        context = fields[_F_CONTEXT]
+            types = _union(types, extra)
         if context is None:
-            fields[_F_CONTEXT] = content.get("@context")
+            context = content.get("@context")
         elif context is not content.get("@context"):
             _check_json(context, iri, "jsonld_context")
-        metadata = fields[_F_METADATA]
-        if type(metadata) is not dict and not isinstance(metadata, Mapping):
+        if metadata is _EMPTY:
+            metadata = {}
+        elif type(metadata) is not dict and not isinstance(metadata, Mapping):
             raise InvalidInput(
                 f"metadata must be a JSON object, not {type(metadata).__name__}", path=("metadata",)
             )
-        if metadata:
+        elif metadata:
             metadata = dict(metadata)
             _check_json(metadata, iri, "metadata")
-            fields[_F_METADATA] = metadata
         else:
-            fields[_F_METADATA] = {}
-        version = fields[_F_VERSION]
+            metadata = {}
         if type(version) is not int or version < 0:
             raise InvalidInput(f"version must be an int >= 0, not {version!r}", path=("version",))
-        vector_id = fields[_F_VECTOR_ID]
         if vector_id is not None and not _is_int64(vector_id):
             raise InvalidInput(
                 f"vector_id must be a 64-bit int or None, not {vector_id!r}", path=("vector_id",)
             )
-        if fields[_F_MESI] not in MESI_STATES:
+        if mesi not in MESI_STATES:
             raise InvalidInput(
-                f"mesi_state must be one of I, S, E, M, not {fields[_F_MESI]!r}",
-                path=("mesi_state",),
+                f"mesi_state must be one of I, S, E, M, not {mesi!r}", path=("mesi_state",)
             )
-        fields[_F_HASH] = _sha256(canonical).hexdigest()
-        fields[_F_SIZE] = size
-        return iri.encode(), fields
+        fields = [
+            iri,
+            content,
+            importance,
+            tags,
+            graph,
+            types,
+            context,
+            metadata,
+            version,
+            vector_id,
+            mesi,
+            0.0,
+            0.0,
+            _sha256(text).hexdigest(),
+            size,
+            0,
+            0.0,
+        ]
+        return iri.encode(), fields, packed
 
     def _apply(
         self,
         wb: Any,
         iri_b: bytes,
         new: list[Any],
+        packed: bytes,
         merge: bool,
         expect_version: int | None,
         now: float,
         overlay: dict[bytes, list[Any]] | None,
     ) -> list[Any]:
-        """Combine the prepared ``new`` fields with the stored node and add the
-        node and index writes to ``wb``; the fields as they will be stored."""
+        """Combine the prepared ``new`` fields (content packed as ``packed``)
+        with the stored node or tombstone and add the node and index writes to
+        ``wb``; the fields as they will be stored."""
         key = _NODE + iri_b
         old: list[Any] | None
         if overlay is not None and key in overlay:
             old = overlay[key]
         else:
-            raw = self._get(key)
-            old = (
-                None
-                if raw is None
-                else decode_record(key, raw, new[0], self._access_of(_ACCESS + iri_b))
-            )
-        current = 0 if old is None else old[_F_VERSION]
-        if expect_version is not None and expect_version != current:
+            get = self._get
+            raw = get(key)
+            if raw is None:
+                old = None
+            else:
+                araw = get(_ACCESS + iri_b)
+                old = decode_record(
+                    key, raw, new[0], None if araw is None else decode_access(_ACCESS + iri_b, araw)
+                )
+        tkey: bytes | None = None
+        if old is None:
+            # No node: its version continues from its tombstone, if it has one.
+            # (The merge read is one point get; a node written for the first
+            # time pays a second, usually a bloom-filter miss.)
+            current = 0
+            tkey = _TOMB + iri_b
+            traw = self._get(tkey)
+            if traw is None:
+                tkey = None
+            else:
+                current = decode_tombstone(tkey, traw)[0]
+        else:
+            current = old[_F_VERSION]
+        if (
+            expect_version is not None
+            and expect_version != current
+            and not (expect_version == 0 and old is None)  # "absent" matches a deleted node
+        ):
             raise ConflictError(
                 f"{new[0]} is at version {current}, not the expected {expect_version}"
             )
@@ -612,6 +747,11 @@ class L0Store:
             if requested < current:
                 raise ConflictError(
                     f"{new[0]}: version {requested} is older than the stored version {current}"
+                )
+            if tkey is not None and requested == current:
+                raise ConflictError(
+                    f"{new[0]}: version {requested} is the version of its delete; "
+                    "a write after it needs a newer one"
                 )
             version = requested
         else:
@@ -625,21 +765,26 @@ class L0Store:
             fields = _merged(old, new, version, now)
         else:
             fields = _replaced(old, new, version, now)
-        value = self._pack(fields)
+        content = fields[_F_CONTENT]
+        value = _pack(fields, packed if content is new[_F_CONTENT] else packb(content))
         if len(value) + len(key) > self._max_bytes:
             raise InvalidInput(
                 f"node {new[0]} would be a {len(value) + len(key)}-byte record; "
                 f"the limit (l0.max_node_bytes) is {self._max_bytes}"
             )
         put = wb.put
-        new_keys = K.index_keys(
+        new_keys = self._index_keys(
             iri_b, fields[_F_TAGS], fields[_F_GRAPH], fields[_F_TYPES], fields[F_IMPORTANCE]
         )
         if old is None:
             for k in new_keys:
                 put(k, b"")
+            if tkey is not None:
+                wb.delete(tkey)
         else:
-            old_keys = _index_keys_of(iri_b, old)
+            old_keys = self._index_keys(
+                iri_b, old[_F_TAGS], old[_F_GRAPH], old[_F_TYPES], old[F_IMPORTANCE]
+            )
             if old_keys != new_keys:
                 new_set = set(new_keys)
                 old_set = set(old_keys)
@@ -652,12 +797,25 @@ class L0Store:
             overlay[key] = fields
         return fields
 
-    def _pack(self, fields: list[Any]) -> bytes:
-        try:
-            return pack_record(self._packer, fields)
-        except (OverflowError, TypeError, ValueError) as exc:
-            self._packer.reset()
-            raise InvalidInput(f"node {fields[0]} cannot be stored: {exc}") from exc
+    def _index_keys(
+        self, iri_b: bytes, tags: list[str], graph: str | None, types: list[str], importance: float
+    ) -> list[bytes]:
+        """``K.index_keys`` (the one definition, which verify() uses), with the
+        label prefixes from the caches of validated labels."""
+        cache = self._tag_keys
+        keys = []
+        for t in tags:
+            p = cache.get(t)
+            keys.append((_TAG + t.encode() + _SEP if p is None else p) + iri_b)
+        if graph is not None:
+            p = self._graph_keys.get(graph)
+            keys.append((_GRAPH + graph.encode() + _SEP if p is None else p) + iri_b)
+        cache = self._type_keys
+        for t in types:
+            p = cache.get(t)
+            keys.append((_TYPE + t.encode() + _SEP if p is None else p) + iri_b)
+        keys.append(_IMPORTANCE + _pack_double(importance) + iri_b)
+        return keys
 
     def _with_pending(self, fields: list[Any]) -> L0Entry:
         """The entry of ``fields`` with the reads not yet written down."""
@@ -672,7 +830,7 @@ class L0Store:
     # -- reads -----------------------------------------------------------------
 
     def retrieve(self, iri: str, *, touch: bool = True) -> L0Entry | None:
-        """The entry stored under ``iri``, or None.
+        """The entry stored under ``iri``, or None (never written, or deleted).
 
         ``touch=True`` counts this read: ``access_count`` and ``last_accessed``
         in the returned entry already include it (written down in batches, see
@@ -684,55 +842,125 @@ class L0Store:
         if self._closed:
             raise StorageError(f"L0 store {self._path} is closed")
         try:
-            key = _NODE + iri.encode()
+            iri_b = iri.encode()
         except UnicodeEncodeError:
             raise InvalidInput(f"invalid IRI {iri!r}", path=("iri",)) from None
         generation = self._generation
         get = self._get
+        key = _NODE + iri_b
         raw = get(key)
         if raw is None:
             # Checked only on a miss: a hit proves the IRI was valid when stored.
             if _iri_match(iri) is None:
                 raise InvalidInput(f"invalid IRI {iri!r}", path=("iri",))
             return None
-        akey = _ACCESS + key[2:]
-        araw = get(akey)
-        access = None if araw is None else decode_access(akey, araw)
-        # decoded before counting: a corrupt record raises and is not counted
-        fields = decode_record(key, raw, iri, access)
-        if not touch:
-            return self._with_pending(fields)
+        # decode_record(), inlined (the hot path of L0); decoded before
+        # counting: a corrupt record raises and is not counted
+        try:
+            fields = _unpackb(raw)
+        except Exception as exc:  # msgpack raises several unrelated types
+            raise CorruptRecord(
+                f"L0 record {key!r} does not decode: {type(exc).__name__}: {exc}"
+            ) from exc
+        if (
+            type(fields) is not list
+            or len(fields) != RECORD_LEN
+            or fields[0] != RECORD_VERSION
+            or type(fields[1]) is not dict
+        ):
+            raise bad_record(key, fields)
+        fields[0] = iri
+        akey = _ACCESS + iri_b
+        # A node with reads pending since the last write-down carries its stored
+        # count in its slot: its access key need not be read (re-checked under
+        # the lock below, with the generation).
+        known = touch and iri in self._pending
+        if known:
+            fields.append(0)  # both set below
+            fields.append(0.0)
+        else:
+            araw = get(akey)
+            if araw is None:  # never written down: 0 reads, last accessed when created
+                fields.append(0)
+                fields.append(fields[F_CREATED])
+            else:
+                fields.extend(decode_access(akey, araw))
+            if not touch:
+                if not self._pending:
+                    return _tuple_new(L0Entry, fields)
+                return self._with_pending(fields)
         now = self._clock.now()
         with self._access_lock:
             if generation != self._generation:
                 # A write-down or a delete finished while we read: our records
                 # may predate it (and its counts have left _pending).
+                known = False
                 raw = get(key)
                 if raw is None:
                     return None
                 araw = get(akey)
-                access = None if araw is None else decode_access(akey, araw)
-                fields = decode_record(key, raw, iri, access)
-            slot = self._pending.get(iri)
+                fields = decode_record(
+                    key, raw, iri, None if araw is None else decode_access(akey, araw)
+                )
+            pending = self._pending
+            slot = pending.get(iri)
             if slot is None:
-                stored = fields[F_ACCESS_COUNT]
-                self._pending[iri] = [stored, 1, now]
-                reads = 1
+                if known:  # cannot happen: a slot leaves only with a generation bump
+                    araw = get(akey)
+                    fields[F_ACCESS_COUNT] = 0 if araw is None else decode_access(akey, araw)[0]
+                pending[iri] = slot = [fields[F_ACCESS_COUNT], 1, now, akey]
             else:
-                reads = slot[1] = slot[1] + 1
+                slot[1] += 1
                 slot[2] = now
             self._reads += 1
             due = self._reads >= self._flush_every
-        fields[F_ACCESS_COUNT] += reads
+            fields[F_ACCESS_COUNT] = slot[0] + slot[1]
         fields[F_LAST_ACCESSED] = now
         if due:
             self.flush()
-        return entry_from_fields(fields)
+        return _tuple_new(L0Entry, fields)
 
     def retrieve_jsonld_node(self, iri: str, *, touch: bool = True) -> dict[str, Any] | None:
-        """The stored JSON-LD node itself (the entry's ``content``), or None."""
-        entry = self.retrieve(iri, touch=touch)
-        return None if entry is None else entry.content
+        """The stored JSON-LD node itself (the entry's ``content``), or None.
+
+        With ``touch=False`` only the node is read: not its access statistics,
+        which the content does not need."""
+        if touch:
+            entry = self.retrieve(iri)
+            return None if entry is None else entry.content
+        if type(iri) is not str:
+            raise InvalidInput(f"an IRI must be a string, not {type(iri).__name__}", path=("iri",))
+        try:
+            key = _NODE + iri.encode()
+        except UnicodeEncodeError:
+            raise InvalidInput(f"invalid IRI {iri!r}", path=("iri",)) from None
+        raw = self._live().get(key)
+        if raw is None:
+            if _iri_match(iri) is None:
+                raise InvalidInput(f"invalid IRI {iri!r}", path=("iri",))
+            return None
+        content: dict[str, Any] = decode_record(key, raw, iri)[_F_CONTENT]
+        return content
+
+    def retrieve_version(self, iri: str) -> int:
+        """The current version of ``iri``: the stored node's, the version of its
+        delete if it was deleted (its tombstone's), 0 if it was never written.
+        Not an access. Safe from any thread."""
+        iri_b = _iri_bytes(iri)
+        db = self._live()
+        key = _NODE + iri_b
+        raw = db.get(key)
+        if raw is None:
+            # Node and tombstone from one snapshot: a write in between moves
+            # a version from one key to the other.
+            tkey = _TOMB + iri_b
+            with db.snapshot() as snap:
+                raw = snap.get(key)
+                if raw is None:
+                    traw = snap.get(tkey)
+                    return 0 if traw is None else decode_tombstone(tkey, traw)[0]
+        version: int = decode_record(key, raw, iri)[_F_VERSION]
+        return version
 
     def __contains__(self, iri: object) -> bool:
         if type(iri) is not str or K.iri_match(iri) is None:
@@ -740,7 +968,7 @@ class L0Store:
         return self._live().get(K.NODE + iri.encode()) is not None
 
     def count(self) -> int:
-        """Number of stored nodes (a key-only scan)."""
+        """Number of stored nodes (a key-only scan; tombstones are not nodes)."""
         n = 0
         with self._live().iterator(prefix=K.NODE, include_value=False) as it:
             for _ in it:
@@ -910,8 +1138,8 @@ class L0Store:
         limit: int | None,
         want_entries: bool,
     ) -> list[L0Entry] | list[str]:
-        start = K.NODE + prefix_b
-        n = len(K.NODE)
+        start = _NODE + prefix_b
+        n = len(_NODE)
         if not want_entries and not has_bounds:
             iris: list[str] = []
             with snap.iterator(prefix=start, include_value=False) as it:
@@ -921,43 +1149,74 @@ class L0Store:
                     iris.append(key[n:].decode())
             return iris
         na = len(_ACCESS)
-        rows: list[list[Any]] = []
+        rows: list[Any] = []
+        append = rows.append
+        unpackb = _unpackb
+        new = _tuple_new
+        entry = L0Entry
+        stop = -1 if limit is None else limit
         with snap.iterator(prefix=start) as it, snap.iterator(prefix=_ACCESS + prefix_b) as acc:
-            # Access keys sort like their nodes: walk both runs in step.
             next_access = next(acc, None)
             for key, raw in it:
-                if limit is not None and len(rows) >= limit:
+                if len(rows) == stop:
                     break
-                access = None
-                if next_access is not None:
-                    iri_b = key[n:]
+                iri_b = key[n:]
+                # decode_record(), inlined: this is the loop of every scan
+                try:
+                    arr = unpackb(raw)
+                except Exception as exc:  # msgpack raises several unrelated types
+                    raise CorruptRecord(
+                        f"L0 record {key!r} does not decode: {type(exc).__name__}: {exc}"
+                    ) from exc
+                if (
+                    type(arr) is not list
+                    or len(arr) != RECORD_LEN
+                    or arr[0] != RECORD_VERSION
+                    or type(arr[1]) is not dict
+                ):
+                    raise bad_record(key, arr)
+                arr[0] = iri_b.decode()
+                if next_access is None:
+                    arr.append(0)
+                    arr.append(arr[F_CREATED])
+                else:
+                    # Access keys sort like their nodes: walk both runs in step.
                     while next_access is not None and next_access[0][na:] < iri_b:
-                        next_access = next(
-                            acc, None
-                        )  # an access key without node (verify reports it)
-                    if next_access is not None and next_access[0][na:] == iri_b:
-                        access = decode_access(*next_access)
+                        # an access key without node (verify reports it)
                         next_access = next(acc, None)
-                fields = decode_record(key, raw, key[n:].decode(), access)
-                if has_bounds and not lo <= fields[F_IMPORTANCE] <= hi:
+                    if next_access is not None and next_access[0][na:] == iri_b:
+                        arr.extend(decode_access(*next_access))
+                        next_access = next(acc, None)
+                    else:
+                        arr.append(0)
+                        arr.append(arr[F_CREATED])
+                if has_bounds and not lo <= arr[F_IMPORTANCE] <= hi:
                     continue
-                rows.append(fields)
-        return self._finish(rows, want_entries)
+                append(new(entry, arr) if want_entries else arr[0])
+        if want_entries:
+            return self._with_pending_all(rows)
+        return rows
 
     def _finish(self, rows: list[list[Any]], want_entries: bool) -> list[L0Entry] | list[str]:
         """Entries (with the access counts not yet written down) or their IRIs."""
         if not want_entries:
             return [fields[0] for fields in rows]
+        new = _tuple_new
+        return self._with_pending_all([new(L0Entry, fields) for fields in rows])
+
+    def _with_pending_all(self, entries: list[L0Entry]) -> list[L0Entry]:
+        """``entries`` with the reads not yet written down (in place)."""
         if self._pending:
             with self._access_lock:
                 pending = self._pending
-                for fields in rows:
-                    slot = pending.get(fields[0])
+                for i, e in enumerate(entries):
+                    slot = pending.get(e[0])
                     if slot is not None:
+                        fields = list(e)
                         fields[F_ACCESS_COUNT] += slot[1]
                         fields[F_LAST_ACCESSED] = max(fields[F_LAST_ACCESSED], slot[2])
-        make = entry_from_fields
-        return [make(fields) for fields in rows]
+                        entries[i] = _tuple_new(L0Entry, fields)
+        return entries
 
     # -- diagnostics -----------------------------------------------------------
 
@@ -976,13 +1235,15 @@ class L0Store:
         format key, and checks that the index keys are exactly the ones the
         nodes imply: no index entry pointing at nothing or at a node that does
         not carry it, no node missing from an index, no access key without its
-        node. Reads one snapshot (safe while the actor writes).
+        node; and that every tombstone decodes and has no live node beside it.
+        Reads one snapshot (safe while the actor writes).
         """
         problems: list[str] = []
         expected: set[bytes] = set()
         found: list[bytes] = []
         nodes: set[bytes] = set()
         accesses: list[bytes] = []
+        tombstones: list[bytes] = []
         with self._live().snapshot() as snap, snap.iterator() as it:
             for key, value in it:
                 if key.startswith(K.NODE):
@@ -1011,13 +1272,25 @@ class L0Store:
                         decode_access(key, value)
                     except CorruptRecord as exc:
                         problems.append(str(exc))
+                elif key.startswith(K.TOMBSTONE):
+                    tombstones.append(key[len(K.TOMBSTONE) :])
+                    try:
+                        valid = K.is_valid_iri(key[len(K.TOMBSTONE) :].decode())
+                    except UnicodeDecodeError:
+                        valid = False
+                    if not valid:
+                        problems.append(f"tombstone key {key!r} is not a valid IRI")
+                    try:
+                        decode_tombstone(key, value)
+                    except CorruptRecord as exc:
+                        problems.append(str(exc))
                 elif key.startswith((K.TAG, K.GRAPH, K.TYPE, K.IMPORTANCE)):
                     if value != b"":
                         problems.append(f"index key {key!r} has a value")
                     found.append(key)
                 elif key == K.META_FORMAT:
                     try:
-                        version = msgpack.unpackb(value)
+                        version = _unpackb(value)
                     except (ValueError, TypeError, msgpack.UnpackException):
                         version = None
                     if type(version) is not int or not 1 <= version <= K.FORMAT_VERSION:
@@ -1027,6 +1300,9 @@ class L0Store:
         for iri_b in accesses:
             if iri_b not in nodes:
                 problems.append(f"access key {_ACCESS + iri_b!r} has no node")
+        for iri_b in tombstones:
+            if iri_b in nodes:
+                problems.append(f"tombstone {_TOMB + iri_b!r} coexists with its node")
         found_set = set(found)
         for key in sorted(found_set - expected):
             problems.append(f"index key {key!r} does not match any node")
@@ -1124,8 +1400,12 @@ def _tags_arg(tags: Any, what: str) -> Any:
     return tags
 
 
-def _labels(values: Any, what: str) -> list[str]:
-    """Validate a collection of labels; sorted without duplicates."""
+def _labels(
+    values: Any, what: str, cache: dict[str, bytes] | None = None, ns: bytes = b""
+) -> list[str]:
+    """Validate a collection of labels; sorted without duplicates. With a
+    ``cache`` (of the labels of namespace ``ns``), known labels skip the regex
+    and new valid ones are remembered."""
     if type(values) is not list and type(values) is not tuple:
         if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
             raise InvalidInput(
@@ -1134,7 +1414,10 @@ def _labels(values: Any, what: str) -> list[str]:
             )
         values = list(values)
     for v in values:
-        if type(v) is not str or _label_match(v) is None:
+        if type(v) is not str or (
+            (cache is None or v not in cache)
+            and (_label_match(v) is None if cache is None else not _learn(v, cache, ns))
+        ):
             raise InvalidInput(
                 f"invalid entry {v!r} in {what}: need non-empty text without control characters",
                 path=(what,),
@@ -1148,95 +1431,31 @@ def _labels(values: Any, what: str) -> list[str]:
     return sorted(set(values))
 
 
+def _learn(label: str, cache: dict[str, bytes], ns: bytes) -> bool:
+    """Check a label not in ``cache``; remember it (with its index-key prefix)
+    if it is valid."""
+    if _label_match(label) is None:
+        return False
+    if len(cache) >= _LABEL_CACHE_MAX:
+        cache.clear()
+    cache[label] = ns + label.encode() + _SEP
+    return True
+
+
+def _pack(fields: list[Any], packed_content: bytes) -> bytes:
+    try:
+        return pack_record(fields, packed_content)
+    except JSON_ERRORS as exc:
+        raise InvalidInput(f"node {fields[0]} cannot be stored: {exc}") from exc
+
+
 def _check_json(value: Any, iri: str, what: str) -> None:
     try:
-        _canonical(value)
-    except _JSON_ERRORS as exc:
+        check_json(value)
+    except JSON_ERRORS as exc:
         raise InvalidInput(
             f"{what} of {iri} is not JSON-serialisable: {exc}", path=(what,)
         ) from exc
-    _check_keys(value, iri, what)
-
-
-def _check_keys(value: Any, iri: str, what: str) -> None:
-    """Refuse what json.dumps accepts but msgpack cannot hold as JSON: object
-    keys that are not strings (json.dumps quietly turns them into strings,
-    msgpack would store them as they are and then refuse to read them back)
-    and integers outside the 64-bit range. Checked here, not when packing,
-    because a merge may keep the stored content and never pack the new one:
-    whether a write is valid must not depend on what is stored.
-
-    Runs after json.dumps accepted ``value``, so it is acyclic and bounded.
-    """
-    try:
-        if isinstance(value, dict):
-            _keys_in_dict(value)
-        else:
-            _keys_in_seq(value)
-    except _BadKey as exc:
-        raise InvalidInput(
-            f"{what} of {iri} has a non-string key {exc.args[0]!r}", path=(what,)
-        ) from None
-    except _BadInt as exc:
-        raise InvalidInput(
-            f"{what} of {iri} has an integer outside 64 bits: {exc.args[0]}", path=(what,)
-        ) from None
-    except RecursionError:
-        raise InvalidInput(f"{what} of {iri} is nested too deeply", path=(what,)) from None
-
-
-class _BadKey(Exception):
-    pass
-
-
-class _BadInt(Exception):
-    pass
-
-
-_INT_MIN = -(2**63)
-_INT_END = 2**64
-
-
-def _keys_in_dict(d: dict[Any, Any]) -> None:
-    for k, v in d.items():
-        if type(k) is not str:
-            raise _BadKey(k)
-        t = type(v)
-        if t is str or t is float or t is bool or v is None:
-            continue
-        if t is int:
-            if not _INT_MIN <= v < _INT_END:
-                raise _BadInt(v)
-        elif t is dict:
-            _keys_in_dict(v)
-        elif t is list or t is tuple:
-            _keys_in_seq(v)
-        elif isinstance(v, dict):
-            _keys_in_dict(v)
-        elif isinstance(v, (list, tuple)):
-            _keys_in_seq(v)
-        elif isinstance(v, int) and not _INT_MIN <= v < _INT_END:
-            raise _BadInt(v)
-
-
-def _keys_in_seq(s: Sequence[Any]) -> None:
-    for v in s:
-        t = type(v)
-        if t is str or t is float or t is bool or v is None:
-            continue
-        if t is int:
-            if not _INT_MIN <= v < _INT_END:
-                raise _BadInt(v)
-        elif t is dict:
-            _keys_in_dict(v)
-        elif t is list or t is tuple:
-            _keys_in_seq(v)
-        elif isinstance(v, dict):
-            _keys_in_dict(v)
-        elif isinstance(v, (list, tuple)):
-            _keys_in_seq(v)
-        elif isinstance(v, int) and not _INT_MIN <= v < _INT_END:
-            raise _BadInt(v)
 
 
 def _check_version_arg(value: object, what: str) -> None:

@@ -27,6 +27,11 @@ def index_keys(store: L0Store) -> set[bytes]:
     return {k for k, _ in store.raw_items() if k.startswith(INDEX_NAMESPACES)}
 
 
+def versions(store: L0Store, iris: list[str]) -> dict[str, int]:
+    """The current version of each IRI: its node's, its tombstone's, or 0."""
+    return {iri: store.retrieve_version(iri) for iri in iris}
+
+
 def brute_force(
     entries: list[L0Entry],
     *,
@@ -60,6 +65,7 @@ def brute_force(
 
 KILL_TAGS = ["user_intent", "confirmed_fact", "emphasis", "plan", "risk"]
 KILL_GRAPHS = ["plan", "execution", "review"]
+KILL_IRIS = [f"memory:session-{n % 7:03d}/block-{n:03d}" for n in range(120)]
 
 
 def kill_ops(seed: int) -> Iterator[dict[str, Any]]:
@@ -87,7 +93,10 @@ def kill_ops(seed: int) -> Iterator[dict[str, Any]]:
                 "sync": rng.random() < 0.3,
             }
         elif roll < 0.72:
-            yield {"op": "delete", "iri": iri, "sync": rng.random() < 0.3}
+            # half of them at an explicit version (the coherence layer's), two
+            # above the current one
+            bump = rng.choice([0, 2])
+            yield {"op": "delete", "iri": iri, "sync": rng.random() < 0.3, "bump": bump}
         elif roll < 0.74:
             yield {"op": "delete_graph", "graph": rng.choice(KILL_GRAPHS), "sync": True}
         elif roll < 0.78:
@@ -108,7 +117,8 @@ def apply_op(store: L0Store, op: dict[str, Any]) -> Any:
         )
         return store.store(entry, merge=op["merge"], sync=op["sync"]).version
     if kind == "delete":
-        return store.delete(op["iri"], sync=op["sync"])
+        version = store.retrieve_version(op["iri"]) + op["bump"] if op["bump"] else None
+        return store.delete(op["iri"], sync=op["sync"], version=version)
     if kind == "delete_graph":
         return store.delete_graph(op["graph"], sync=op["sync"])
     if kind == "annotate":

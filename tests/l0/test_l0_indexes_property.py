@@ -1,8 +1,9 @@
-"""Property: after any sequence of stores, merges, replaces, batches, deletes,
-graph deletes and reads, every index query returns exactly what a brute-force
-filter of the live nodes returns, the live nodes (and their access counts) are
-what an independent model of the merge rules predicts, and verify() finds
-nothing wrong."""
+"""Property: after any sequence of stores, merges, replaces, batches, deletes
+(with and without explicit versions), re-creations, graph deletes and reads,
+every index query returns exactly what a brute-force filter of the live nodes
+returns, the live nodes (and their access counts) are what an independent
+model of the merge rules predicts, every IRI's version (live or deleted)
+continues as the model's does, and verify() finds nothing wrong."""
 
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ def _write() -> st.SearchStrategy[dict[str, Any]]:
             "importance": st.one_of(st.sampled_from(IMPORTANCES), st.floats(0.0, 1.0)),
             "metadata": st.dictionaries(st.sampled_from(["k", "m"]), st.integers(0, 3), max_size=2),
             "merge": st.booleans(),
+            # > 0: an explicit version this much above the current one (single stores)
+            "bump": st.sampled_from([0, 0, 0, 1, 3]),
         }
     )
 
@@ -63,7 +66,13 @@ OPS = st.lists(
                 "merge": st.booleans(),
             }
         ),
-        st.fixed_dictionaries({"op": st.just("delete"), "iri": st.sampled_from(IRIS)}),
+        st.fixed_dictionaries(
+            {
+                "op": st.just("delete"),
+                "iri": st.sampled_from(IRIS),
+                "bump": st.sampled_from([0, 0, 1, 2]),
+            }
+        ),
         st.fixed_dictionaries({"op": st.just("delete_graph"), "graph": st.sampled_from(GRAPHS)}),
         st.fixed_dictionaries({"op": st.just("read"), "iri": st.sampled_from(IRIS)}),
     ),
@@ -95,8 +104,16 @@ class Model:
     def __init__(self) -> None:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.reads: dict[str, int] = {}
+        #: version of each deleted IRI's delete
+        self.tombs: dict[str, int] = {}
 
-    def store(self, w: dict[str, Any], merge: bool) -> None:
+    def version(self, iri: str) -> int:
+        """The current version: the live node's, its delete's, or 0."""
+        if iri in self.nodes:
+            return int(self.nodes[iri]["version"])
+        return self.tombs.get(iri, 0)
+
+    def store(self, w: dict[str, Any], merge: bool, version: int = 0) -> None:
         content = _content(w)
         new = {
             "content": content,
@@ -106,23 +123,26 @@ class Model:
             "graph": w["graph"],
             "types": _types(content),
             "metadata": dict(w["metadata"]),
-            "version": 1,
+            "version": version or self.version(w["iri"]) + 1,
         }
+        self.tombs.pop(w["iri"], None)
         old = self.nodes.get(w["iri"])
-        if old is not None:
-            new["version"] = old["version"] + 1
-            if merge:
-                keep_new = new["size"] >= old["size"]
-                new["content"] = content if keep_new else old["content"]
-                new["size"] = new["size"] if keep_new else old["size"]
-                new["importance"] = (old["importance"] + new["importance"]) / 2.0
-                new["tags"] |= old["tags"]
-                new["types"] |= old["types"]
-                new["graph"] = w["graph"] if w["graph"] is not None else old["graph"]
-                new["metadata"] = {**old["metadata"], **w["metadata"]}
+        if old is not None and merge:
+            keep_new = new["size"] >= old["size"]
+            new["content"] = content if keep_new else old["content"]
+            new["size"] = new["size"] if keep_new else old["size"]
+            new["importance"] = (old["importance"] + new["importance"]) / 2.0
+            new["tags"] |= old["tags"]
+            new["types"] |= old["types"]
+            new["graph"] = w["graph"] if w["graph"] is not None else old["graph"]
+            new["metadata"] = {**old["metadata"], **w["metadata"]}
         self.nodes[w["iri"]] = new
 
-    def delete(self, iri: str) -> None:
+    def delete(self, iri: str, version: int = 0) -> None:
+        if version:
+            self.tombs[iri] = version
+        elif iri in self.nodes:
+            self.tombs[iri] = self.nodes[iri]["version"] + 1
         self.nodes.pop(iri, None)
         self.reads.pop(iri, None)
 
@@ -135,7 +155,7 @@ class Model:
             self.reads[iri] = self.reads.get(iri, 0) + 1
 
 
-def _entry(w: dict[str, Any]) -> L0Entry:
+def _entry(w: dict[str, Any], version: int = 0) -> L0Entry:
     return L0Entry(
         w["iri"],
         _content(w),
@@ -143,6 +163,7 @@ def _entry(w: dict[str, Any]) -> L0Entry:
         tags=w["tags"],
         named_graph=w["graph"],
         metadata=w["metadata"],
+        version=version,
     )
 
 
@@ -186,6 +207,10 @@ def _check(store: L0Store, model: Model) -> None:
     same(prefix="memory:s-1", min_importance=0.1, max_importance=0.9)
     assert store.list_graphs() == sorted({e.named_graph for e in live if e.named_graph is not None})
     assert store.count() == len(live)
+    for iri in IRIS:
+        assert store.retrieve_version(iri) == model.version(iri), iri
+    tombstones = {k[2:].decode() for k, _ in store.raw_items() if k.startswith(b"d:")}
+    assert tombstones == set(model.tombs)
     assert store.verify() == []
 
 
@@ -199,15 +224,18 @@ def test_index_queries_equal_a_brute_force_scan(ops: list[dict[str, Any]]) -> No
             for n, op in enumerate(ops):
                 kind = op["op"]
                 if kind == "store":
-                    store.store(_entry(op), merge=op["merge"])
-                    model.store(op, op["merge"])
+                    version = model.version(op["iri"]) + op["bump"] if op["bump"] else 0
+                    stored = store.store(_entry(op, version), merge=op["merge"])
+                    model.store(op, op["merge"], version)
+                    assert stored.version == model.version(op["iri"])
                 elif kind == "batch":
                     store.store_many([_entry(w) for w in op["writes"]], merge=op["merge"])
                     for w in op["writes"]:
                         model.store(w, op["merge"])
                 elif kind == "delete":
-                    assert store.delete(op["iri"]) == (op["iri"] in model.nodes)
-                    model.delete(op["iri"])
+                    version = model.version(op["iri"]) + op["bump"] if op["bump"] else 0
+                    assert store.delete(op["iri"], version=version) == (op["iri"] in model.nodes)
+                    model.delete(op["iri"], version)
                 elif kind == "delete_graph":
                     expected = sum(1 for m in model.nodes.values() if m["graph"] == op["graph"])
                     assert store.delete_graph(op["graph"]) == expected

@@ -6,10 +6,11 @@ reads (whose access counts are written down every 25 reads) and appends the
 index of each completed operation to an ack file. We SIGKILL it at a random
 moment, reopen the database and require that
 
-* the live nodes and every index key equal the state of a reference replay
-  after exactly the acknowledged operations, or after one more (the operation
-  that was in flight when the kill landed is either wholly there or wholly
-  absent: one write batch per logical write);
+* the live nodes, every index key and every IRI's version (a deleted node's
+  is its tombstone's) equal the state of a reference replay after exactly the
+  acknowledged operations, or after one more (the operation that was in
+  flight when the kill landed is either wholly there or wholly absent: one
+  write batch per logical write);
 * ``verify()`` finds nothing wrong (no index entry pointing at nothing, no node
   missing from its index, every record decodes).
 
@@ -29,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from l0_support import apply_op, index_keys, kill_ops, node_state
+from l0_support import KILL_IRIS, apply_op, index_keys, kill_ops, node_state, versions
 
 from gliding_actors.clock import VirtualClock
 from gliding_actors.l0 import L0Store
@@ -78,16 +79,23 @@ def _run_and_kill(root: Path, delay: float) -> tuple[Path, int]:
     return db, _acked(ack)
 
 
-def _reference_states(counts: set[int]) -> dict[int, tuple[dict[str, Any], set[bytes]]]:
-    """(nodes, index keys) after exactly n operations, for each n in ``counts``,
-    from one replay of the same stream in this process."""
-    states: dict[int, tuple[dict[str, Any], set[bytes]]] = {}
+State = tuple[dict[str, Any], set[bytes], dict[str, int]]
+
+
+def _state(store: L0Store) -> State:
+    return node_state(store), index_keys(store), versions(store, KILL_IRIS)
+
+
+def _reference_states(counts: set[int]) -> dict[int, State]:
+    """(nodes, index keys, versions) after exactly n operations, for each n in
+    ``counts``, from one replay of the same stream in this process."""
+    states: dict[int, State] = {}
     with tempfile.TemporaryDirectory() as tmp:
         clock = VirtualClock(1_000.0)
         store = L0Store(Path(tmp) / "ref", clock=clock, access_flush_every=25)
         try:
             if 0 in counts:
-                states[0] = (node_state(store), index_keys(store))
+                states[0] = _state(store)
             last = max(counts)
             for i, op in enumerate(kill_ops(SEED)):
                 if i >= last:
@@ -95,7 +103,7 @@ def _reference_states(counts: set[int]) -> dict[int, tuple[dict[str, Any], set[b
                 clock.advance(1.0)
                 apply_op(store, op)
                 if i + 1 in counts:
-                    states[i + 1] = (node_state(store), index_keys(store))
+                    states[i + 1] = _state(store)
         finally:
             store.close()
     return states
@@ -118,13 +126,14 @@ def test_sigkill_at_random_points_loses_no_acknowledged_write(tmp_path: Path) ->
         ops.append(op)
 
     sync_writes_checked = 0
+    tombstones_checked = 0
     in_flight_landed = 0
     clock = VirtualClock(0.0)
     for db, acked in runs:
         store = L0Store(db, clock=clock)
         try:
             assert store.verify() == [], f"{db}: indexes disagree with nodes after SIGKILL"
-            state = (node_state(store), index_keys(store))
+            state = _state(store)
         finally:
             store.close()
         if state == reference[acked]:
@@ -135,6 +144,8 @@ def test_sigkill_at_random_points_loses_no_acknowledged_write(tmp_path: Path) ->
                 f"the reference after {acked} nor after {acked + 1} operations"
             )
             in_flight_landed += 1
+        nodes, _, versions_now = state
+        tombstones_checked += sum(1 for iri, v in versions_now.items() if v and iri not in nodes)
         sync_writes_checked += sum(
             1
             for op in ops[:acked]
@@ -146,3 +157,4 @@ def test_sigkill_at_random_points_loses_no_acknowledged_write(tmp_path: Path) ->
     # writes among the acknowledged ones
     assert len({acked for _, acked in runs}) >= KILLS // 2
     assert sync_writes_checked > 0
+    assert tombstones_checked > 0  # deleted nodes whose versions had to survive

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import msgpack
+import orjson
 import plyvel
 import pytest
 from l0_support import brute_force
@@ -23,13 +25,17 @@ from gliding_actors.errors import (
     StorageError,
 )
 from gliding_actors.l0 import FORMAT_VERSION, L0Entry, L0Store
+from gliding_actors.l0._entry import pack_access
 
 AUTH = "task:auth-refactor"
 
 
-def canonical_hash(content: dict[str, object]) -> str:
-    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+def canonical(content: Mapping[str, object]) -> bytes:
+    return orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
+
+
+def canonical_hash(content: Mapping[str, object]) -> str:
+    return hashlib.sha256(canonical(content)).hexdigest()
 
 
 # -- round trips and versions ----------------------------------------------------
@@ -65,10 +71,26 @@ def test_store_then_retrieve_returns_every_field(store: L0Store, clock: VirtualC
     assert got.created_at == got.updated_at == got.last_accessed == 1_000.0
     assert got.access_count == 0
     assert got.content_hash == canonical_hash(content)
-    len_bytes = len(
-        json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    assert got.content_size == len(canonical(content))
+    # the canonical form is json.dumps(sort_keys, compact, ensure_ascii=False)'s,
+    # except for the spelling of some floats
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert canonical(content) == text.encode()
+
+
+def test_the_canonical_form_is_orjsons_with_sorted_keys(store: L0Store) -> None:
+    content = {
+        "z": 1,
+        "a": [1e-05, 5e-07, 1e16, 0.1, -0.0, 2**64 - 1],
+        "é": {"b": None, "a": "\x00"},
+    }
+    entry = store.store(L0Entry(AUTH, content))
+    assert canonical(content) == (
+        b'{"a":[0.00001,5e-7,1e+16,0.1,-0.0,18446744073709551615],'
+        b'"z":1,"\xc3\xa9":{"a":"\\u0000","b":null}}'
     )
-    assert got.content_size == len_bytes
+    assert entry.content_hash == canonical_hash(content)
+    assert entry.content_size == len(canonical(content))
 
 
 def test_missing_iri_is_none(store: L0Store) -> None:
@@ -174,7 +196,8 @@ def test_delete_removes_the_node_and_every_index_entry(store: L0Store) -> None:
     assert store.query_iris(tags=["a"]) == ["task:other"]
     assert store.query_iris(tags=["b"]) == []
     assert store.query_iris(node_type="Task") == ["task:other"]
-    assert all(AUTH.encode() not in key for key, _ in store.raw_items())
+    # only its tombstone is left
+    assert [key for key, _ in store.raw_items() if AUTH.encode() in key] == [b"d:" + AUTH.encode()]
     assert store.verify() == []
 
 
@@ -416,6 +439,17 @@ def _raw_delete(path: Path, key: bytes) -> None:
         db.close()
 
 
+def test_records_are_one_msgpack_array_with_the_content_spliced_in(store: L0Store) -> None:
+    stored = store.store(
+        L0Entry(AUTH, {"@type": "Task", "l": [1, 2.5, None]}, tags=["a"], metadata={"m": 1})
+    )
+    raw = dict(store.raw_items())[b"n:" + AUTH.encode()]
+    assert raw == msgpack.packb([1, *stored[1:15]])  # one packb of the record, byte for byte
+    for count in (0, 127, 128, 70_000):
+        for when in (0.0, 1_000.5):
+            assert pack_access(count, when) == msgpack.packb([count, when])
+
+
 def test_a_new_database_records_its_format(store: L0Store) -> None:
     assert dict(store.raw_items())[b"\x00meta:format"] == msgpack.packb(FORMAT_VERSION)
 
@@ -423,7 +457,7 @@ def test_a_new_database_records_its_format(store: L0Store) -> None:
 def test_a_newer_format_refuses_to_open(open_store: Callable[..., L0Store], tmp_path: Path) -> None:
     open_store().close()
     _raw_put(tmp_path / "l0", b"\x00meta:format", msgpack.packb(FORMAT_VERSION + 1))
-    with pytest.raises(IncompatibleFormat, match="format version 2"):
+    with pytest.raises(IncompatibleFormat, match=f"format version {FORMAT_VERSION + 1}"):
         open_store()
 
 
@@ -614,3 +648,63 @@ def test_readers_in_threads_while_one_writer_writes(open_store: Callable[..., L0
     store.flush()
     assert store.verify() == []
     assert sum(e.access_count for e in store.query()) == sum(reads)
+
+
+def test_concurrent_touching_reads_each_see_their_own_count(
+    open_store: Callable[..., L0Store],
+) -> None:
+    """Each touching read of a node returns a distinct access count: across four
+    reader threads (a writer storing, write-downs every 7 reads) the counts one
+    node returned are exactly 1..N, whether the read found the node's pending
+    slot (no access-key read) or not."""
+    store = open_store(access_flush_every=7)
+    iris = [f"task:t{i}" for i in range(10)]
+    for iri in iris:
+        store.store(L0Entry(iri, {"v": 0}))
+    seen: dict[str, list[int]] = {iri: [] for iri in iris}
+    lock = threading.Lock()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+
+    def reader(slot: int) -> None:
+        try:
+            got = []
+            for n in range(1500):
+                iri = iris[(n * 3 + slot) % len(iris)]
+                entry = store.retrieve(iri)
+                assert entry is not None
+                got.append((iri, entry.access_count))
+            with lock:
+                for iri, count in got:
+                    seen[iri].append(count)
+        except BaseException as exc:  # noqa: BLE001 - collected, asserted empty below
+            errors.append(exc)
+
+    def writer() -> None:
+        n = 0
+        try:
+            while not stop.is_set():
+                store.store(L0Entry(iris[n % len(iris)], {"v": n}))
+                n += 1
+        except BaseException as exc:  # noqa: BLE001 - collected, asserted empty below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+    w = threading.Thread(target=writer)
+    try:
+        w.start()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        stop.set()
+        w.join(60)
+        sys.setswitchinterval(old_interval)
+    assert errors == []
+    for iri, counts in seen.items():
+        assert sorted(counts) == list(range(1, len(counts) + 1)), iri
+    store.flush()
+    assert sum(e.access_count for e in store.query()) == 4 * 1500
