@@ -11,19 +11,60 @@ Input is checked here, before anything is sent, so bad input is refused with
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from gliding_actors.bus import BUS_ACTOR
+from gliding_actors.coherence._hosting import cache_name, unpack_value
 from gliding_actors.errors import InvalidInput
-from gliding_actors.runtime import Future
+from gliding_actors.l0 import is_valid_iri
+from gliding_actors.runtime import CompletedFuture, Future, MappedFuture
 
 if TYPE_CHECKING:
     from gliding_actors.system import MemorySystem
 
-__all__ = ["ROLES", "Agent"]
+__all__ = ["ROLES", "Agent", "ReadResult", "WriteResult"]
 
 ROLES = ("SA", "PA", "DA", "CA", "AA", "system")
 """SA schedules and watches, PA plans, DA does, CA checks, AA decides; ``system`` may do anything."""
+
+
+class ReadResult(TypedDict):
+    """What a read returns (the scenario op ``read``'s result keys)."""
+
+    #: the line's value as written, or None when absent or deleted
+    value: dict[str, Any] | None
+    #: 0 while never written, +1 per completed write or delete
+    version: int
+    #: this agent's copy after the read: S, E or M (I for a line nobody wrote)
+    state: str
+    #: coherence-protocol messages the read caused (0 for a hit)
+    messages: int
+
+
+class WriteResult(TypedDict):
+    """What a write or cas returns."""
+
+    version: int
+    state: str
+    messages: int
+    #: ``write_through`` (critical tag: durable in L0 before completing) or ``write_back``
+    policy: str
+
+
+def _check_iri(iri: object) -> str:
+    if not isinstance(iri, str) or not is_valid_iri(iri):
+        raise InvalidInput(f"not a valid IRI (scheme:rest, no spaces or control characters): {iri!r}")
+    return iri
+
+
+def _check_tags(tags: Iterable[str] | None) -> list[str]:
+    if tags is None:
+        return []
+    if isinstance(tags, str) or not all(isinstance(t, str) and t for t in tags):
+        raise InvalidInput(f"tags are a list of non-empty strings, not {tags!r}")
+    return sorted(set(tags))
 
 
 def _check_topic(topic: object) -> str:
@@ -49,6 +90,12 @@ class Agent:
         self._system = system
         self._id = agent_id
         self._role = role
+        self._cache = cache_name(agent_id)
+        #: this agent's published cache lines (see SnapshotBoard)
+        self._view = system.board.view(agent_id)
+        #: ops this handle has in flight per IRI: a read must not hit around them
+        self._in_flight: dict[str, int] = {}
+        self._in_flight_lock = threading.Lock()
 
     @property
     def id(self) -> str:
@@ -64,6 +111,136 @@ class Agent:
 
     def _ask(self, actor: str, message: dict[str, Any]) -> Future[Any]:
         return self._system.runtime.lookup(actor).ask(message)
+
+    # -- lines (MESI coherence) ---------------------------------------------
+    def _line_op(self, iri: str, request: dict[str, Any]) -> Future[Any]:
+        with self._in_flight_lock:
+            self._in_flight[iri] = self._in_flight.get(iri, 0) + 1
+        try:
+            future = self._ask(self._cache, request)
+        except BaseException:
+            self._landed(iri)
+            raise
+        future.add_done_callback(lambda _f: self._landed(iri))
+        return future
+
+    def _landed(self, iri: str) -> None:
+        with self._in_flight_lock:
+            left = self._in_flight.get(iri, 0) - 1
+            if left > 0:
+                self._in_flight[iri] = left
+            else:
+                self._in_flight.pop(iri, None)
+
+    def _hit(self, iri: str) -> ReadResult | None:
+        """The read served from this agent's published cache view, or None on a miss.
+
+        No message and no lock: one dict lookup on the board (only IRIs that
+        passed validation on the way in are ever there), one membership test
+        against this handle's own ops in flight (a read must not overtake
+        them), and a private copy of the value.
+        """
+        hit = self._view.get(iri)
+        if hit is None or iri in self._in_flight:
+            return None
+        state, packed, version = hit
+        return {"value": unpack_value(packed), "version": version, "state": state, "messages": 0}
+
+    def submit_read(self, iri: str) -> Future[ReadResult]:
+        """Read ``iri``; a hit on this agent's S/E/M copy is answered without a message."""
+        hit = self._hit(iri)
+        if hit is not None:
+            return CompletedFuture(hit)
+        _check_iri(iri)
+        return MappedFuture(self._line_op(iri, {"t": "load", "iri": iri}), _read_result)
+
+    def read(self, iri: str, *, timeout: float | None = None) -> ReadResult:
+        """The line's latest completed value and version, coherent with every agent's writes."""
+        hit = self._hit(iri)
+        if hit is not None:
+            return hit
+        return self.submit_read(iri).get(timeout)
+
+    def get(self, iri: str, *, timeout: float | None = None) -> dict[str, Any] | None:
+        """Just the value of :meth:`read` (None when absent)."""
+        return self.read(iri, timeout=timeout)["value"]
+
+    def submit_write(
+        self, iri: str, value: dict[str, Any], *, tags: Iterable[str] | None = None, graph: str | None = None
+    ) -> Future[WriteResult]:
+        request = {
+            "t": "store",
+            "iri": _check_iri(iri),
+            "value": _check_object(value, "a line's value"),
+            "tags": _check_tags(tags),
+            "graph": _check_graph(graph),
+        }
+        return self._line_op(iri, request)
+
+    def write(
+        self,
+        iri: str,
+        value: dict[str, Any],
+        *,
+        tags: Iterable[str] | None = None,
+        graph: str | None = None,
+        timeout: float | None = None,
+    ) -> WriteResult:
+        """Write ``value`` (a JSON object); completes once this agent holds the line in M.
+
+        A write carrying a critical tag (config ``coherence.critical_tags``) is
+        write-through: it completes only after L2 and L0 hold it durably.
+        """
+        return self.submit_write(iri, value, tags=tags, graph=graph).get(timeout)
+
+    def submit_cas(
+        self,
+        iri: str,
+        version: int,
+        value: dict[str, Any],
+        *,
+        tags: Iterable[str] | None = None,
+        graph: str | None = None,
+    ) -> Future[WriteResult]:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise InvalidInput(f"cas: version is an integer >= 0, not {version!r}")
+        request = {
+            "t": "cas",
+            "iri": _check_iri(iri),
+            "version": version,
+            "value": _check_object(value, "a line's value"),
+            "tags": _check_tags(tags),
+            "graph": _check_graph(graph),
+        }
+        return self._line_op(iri, request)
+
+    def cas(
+        self,
+        iri: str,
+        version: int,
+        value: dict[str, Any],
+        *,
+        tags: Iterable[str] | None = None,
+        graph: str | None = None,
+        timeout: float | None = None,
+    ) -> WriteResult:
+        """Write only if the line is still at ``version``; ``ConflictError`` otherwise."""
+        return self.submit_cas(iri, version, value, tags=tags, graph=graph).get(timeout)
+
+    def submit_delete(self, iri: str) -> Future[dict[str, Any]]:
+        return self._line_op(_check_iri(iri), {"t": "delete", "iri": iri})
+
+    def delete(self, iri: str, *, timeout: float | None = None) -> int:
+        """Delete the line (a write of a tombstone); returns the new version."""
+        result: dict[str, Any] = self.submit_delete(iri).get(timeout)
+        return int(result["version"])
+
+    def submit_evict(self, iri: str) -> Future[dict[str, Any]]:
+        return self._line_op(_check_iri(iri), {"t": "evict", "iri": iri})
+
+    def evict(self, iri: str, *, timeout: float | None = None) -> None:
+        """Give this agent's copy up (a dirty copy is written back home first)."""
+        self.submit_evict(iri).get(timeout)
 
     # -- coordination (MemoryBus) -------------------------------------------
     def submit_subscribe(self, topic: str) -> Future[None]:
@@ -114,3 +291,20 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"<Agent {self._id!r} role={self._role}>"
+
+
+def _read_result(result: dict[str, Any]) -> ReadResult:
+    return {
+        "value": result["value"],
+        "version": result["version"],
+        "state": result["state"],
+        "messages": result["messages"],
+    }
+
+
+def _check_graph(graph: object) -> str | None:
+    if graph is None:
+        return None
+    if not isinstance(graph, str) or not graph or any(c.isspace() for c in graph):
+        raise InvalidInput(f"a named graph is a non-empty string without spaces, not {graph!r}")
+    return graph

@@ -95,8 +95,8 @@ def _record_file(path: str | None) -> Iterator[IO[str] | None]:
 def _replay(args: argparse.Namespace) -> int:
     from gliding_actors.scenario import load_scenario, replay
 
-    out = Console(highlight=False, soft_wrap=True)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    out = Console(highlight=False, soft_wrap=True, emoji=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
     scenarios = []
     invalid: list[str] = []
     for file in args.files:
@@ -173,7 +173,7 @@ def _demo(args: argparse.Namespace) -> int:
     from gliding_actors.scenario._model import OpStep, ParallelStep, Step
     from gliding_actors.scenario._replay import OpOutcome
 
-    out = Console(highlight=False)
+    out = Console(highlight=False, emoji=False)
     files = _demo_files()
     if not files:
         print(
@@ -227,8 +227,18 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_OK if all_ok else EXIT_FAILED
 
 
-def _brief(value: Any, limit: int = 70) -> str:
-    text = json.dumps(value, default=repr, separators=(", ", ": "))
+def _brief(value: Any, limit: int = 60) -> str:
+    """One compact line for a report cell: ``key=value`` pairs, long values cut."""
+    if isinstance(value, dict):
+        parts = []
+        for key, item in value.items():
+            if key == "events":  # inbox: the messages column says it already
+                continue
+            shown = item if isinstance(item, str) else json.dumps(item, default=repr, separators=(",", ":"))
+            parts.append(f"{key}={shown}")
+        text = " ".join(parts)
+    else:
+        text = json.dumps(value, default=repr, separators=(",", ":"))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

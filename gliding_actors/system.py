@@ -19,7 +19,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,9 +27,20 @@ from typing import Any
 from gliding_actors.agent import ROLES, Agent
 from gliding_actors.bus import BUS_ACTOR, MemoryBus
 from gliding_actors.clock import Clock, VirtualClock
+from gliding_actors.coherence._cache import CacheController
+from gliding_actors.coherence._home import LayeredHome
+from gliding_actors.coherence._hosting import (
+    CacheActor,
+    DirectoryActor,
+    SnapshotBoard,
+    agent_of,
+    cache_name,
+)
+from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.config import Config
 from gliding_actors.errors import ActorUnavailable, InvalidInput
-from gliding_actors.runtime import Runtime, create_runtime
+from gliding_actors.l0 import L0Store
+from gliding_actors.runtime import Future, GatheredFuture, Runtime, create_runtime
 
 __all__ = ["MemorySystem"]
 
@@ -45,7 +56,17 @@ class MemorySystem:
         self._agents: dict[str, Agent] = {}
         self._lock = threading.Lock()
         self._closed = False
-        runtime.spawn(BUS_ACTOR, MemoryBus)
+        self._l0 = L0Store(str(path / "l0"), clock=runtime.clock, config=config.l0)
+        self._l0_lock = threading.Lock()
+        self.board = SnapshotBoard()
+        self.directories = tuple(f"dir:{i}" for i in range(config.coherence.directory_shards))
+        try:
+            runtime.spawn(BUS_ACTOR, MemoryBus)
+            for name in self.directories:
+                runtime.spawn(name, self._directory_factory(name))
+        except BaseException:
+            self._l0.close()
+            raise
 
     @classmethod
     def open(
@@ -137,9 +158,83 @@ class MemorySystem:
                 if existing.role != role:
                     raise InvalidInput(f"agent {agent_id!r} already has role {existing.role}, not {role}")
                 return existing
+            self._spawn_cache(agent_id)
             handle = Agent(self, agent_id, role)
             self._agents[agent_id] = handle
             return handle
+
+    def _directory_factory(self, name: str) -> Callable[[], DirectoryActor]:
+        def build() -> DirectoryActor:
+            return DirectoryActor(name, LayeredHome(self._l0, self._l0_lock))
+
+        return build
+
+    def _spawn_cache(self, agent_id: str) -> None:
+        name = cache_name(agent_id)
+        coherence = self._config.coherence
+        board = self.board
+
+        def build() -> CacheActor:
+            board.clear(agent_id)
+            controller = CacheController(
+                name, self.directory_for, coherence.cache_lines, coherence.critical_tags
+            )
+            return CacheActor(agent_id, controller, board)
+
+        self._runtime.spawn(name, build)
+
+    def directory_for(self, iri: str) -> str:
+        """The directory shard that is home of ``iri``."""
+        if len(self.directories) == 1:
+            return self.directories[0]
+        return directory_shard(iri, self.directories)
+
+    @property
+    def l0(self) -> L0Store:
+        """The durable store (reads are safe from any thread)."""
+        return self._l0
+
+    # -- system-wide operations --------------------------------------------------
+    def submit_inspect(self, iri: str) -> Future[dict[str, Any]]:
+        """Everything known about one line: directory, caches, L2 and L0 copies."""
+        if not isinstance(iri, str) or not iri:
+            raise InvalidInput(f"an IRI is a non-empty string, not {iri!r}")
+        rt = self._runtime
+        agents = sorted(self.agents())
+        parts: list[Future[Any]] = [rt.lookup(self.directory_for(iri)).ask({"t": "inspect", "iri": iri})]
+        parts += [rt.lookup(cache_name(a)).ask({"t": "state", "iri": iri}) for a in agents]
+        l0 = self._l0
+
+        def combine(values: list[Any]) -> dict[str, Any]:
+            directory = values[0]
+            entry = l0.retrieve(iri, touch=False)
+            return {
+                "directory": directory["directory"],
+                "owner": agent_of(directory["owner"]),
+                "sharers": sorted(str(agent_of(s)) for s in directory["sharers"]),
+                "caches": dict(zip(agents, values[1:], strict=True)),
+                "l2": directory["l2"],
+                "l0": None if entry is None else {"value": entry.content, "version": entry.version},
+            }
+
+        return GatheredFuture(parts, combine)
+
+    def inspect(self, iri: str, *, timeout: float | None = None) -> dict[str, Any]:
+        return self.submit_inspect(iri).get(timeout)
+
+    def submit_flush(self) -> Future[int]:
+        """Write down to L0 every line newer in a cache or in L2 than in L0.
+
+        Each directory first recalls the dirty lines agents hold (they keep an
+        S copy), then writes its home's newer lines to L0 with sync.
+        """
+        rt = self._runtime
+        parts = [rt.lookup(name).ask({"t": "flush", "iris": None}) for name in self.directories]
+        return GatheredFuture(parts, lambda written: sum(len(w) for w in written))
+
+    def flush(self, *, timeout: float | None = None) -> int:
+        """Blocking :meth:`submit_flush`; returns how many lines were written."""
+        return self.submit_flush().get(timeout)
 
     def agents(self) -> dict[str, Agent]:
         """Every agent handle created so far, by id."""
@@ -147,12 +242,23 @@ class MemorySystem:
             return dict(self._agents)
 
     # -- lifecycle ---------------------------------------------------------
-    def close(self) -> None:
-        """Stop every actor; remove the directory if :meth:`open` made a temporary one."""
+    def close(self, *, flush: bool = True, timeout: float | None = None) -> None:
+        """Write dirty lines down to L0 (unless ``flush=False``), then stop every actor.
+
+        A clean close loses nothing: write-back data still held in agents'
+        caches is recalled and made durable first. ``flush=False`` is for a
+        memory that is thrown away. The directory is removed when :meth:`open`
+        made a temporary one.
+        """
         if self._closed:
             return
         self._closed = True
-        self._runtime.shutdown()
+        try:
+            if flush and not self._owns_path:
+                self.submit_flush().get(timeout)
+        finally:
+            self._runtime.shutdown()
+        self._l0.close()
         if self._owns_path:
             shutil.rmtree(self._path, ignore_errors=True)
 

@@ -17,6 +17,7 @@ __all__ = ["SUITES", "load_suite"]
 #: slow the others)
 SUITES: dict[str, str] = {
     "runtime": "gliding_actors.bench._runtime",
+    "coherence": "gliding_actors.bench._coherence",
     "l0": "gliding_actors.bench._l0",
 }
 

@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 
 from gliding_actors.errors import Timeout
 
-__all__ = ["BaseFuture", "CompletedFuture", "MappedFuture", "ThreadFuture"]
+__all__ = ["BaseFuture", "CompletedFuture", "GatheredFuture", "MappedFuture", "ThreadFuture"]
 
 T = TypeVar("T")
 
@@ -125,3 +125,39 @@ class MappedFuture(Generic[T]):
 
     def add_done_callback(self, callback: Callable[[Any], None]) -> None:
         self._inner.add_done_callback(lambda _inner: callback(self))
+
+
+class GatheredFuture(Generic[T]):
+    """One future over several: ``combine`` of all their values, once all are answered.
+
+    Waiting goes through each inner future in turn (on the simulator each one
+    drives the simulation), so the total wait is bounded by ``timeout`` per
+    inner future; the first error raised is the gathered one's error.
+    """
+
+    def __init__(self, inner: list[Any], combine: Callable[[list[Any]], T]) -> None:
+        self._inner = inner
+        self._combine = combine
+
+    def get(self, timeout: float | None = None) -> T:
+        return self._combine([future.get(timeout) for future in self._inner])
+
+    def done(self) -> bool:
+        return all(future.done() for future in self._inner)
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        remaining = [len(self._inner)]
+        lock = threading.Lock()
+        if not self._inner:
+            callback(self)
+            return
+
+        def one_done(_future: Any) -> None:
+            with lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                callback(self)
+
+        for future in self._inner:
+            future.add_done_callback(one_done)

@@ -35,6 +35,9 @@ class ReplayWorld:
     agents: dict[str, Agent]
     #: results of ops that carried ``as: LABEL``
     labels: dict[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    #: per-layer bookkeeping of this run (e.g. the coherence layer's record of
+    #: completed writes, which its invariants compare against)
+    state: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def agent(self, step: OpStep) -> Agent:
         assert step.agent is not None, "the loader guarantees agent ops name an agent"
@@ -46,7 +49,10 @@ OpImpl = Callable[[ReplayWorld, "OpStep"], Future[Mapping[str, Any]]]
 _IMPLS: dict[str, OpImpl] = {}
 
 #: modules whose import registers op implementations
-_PROVIDERS: tuple[str, ...] = ("gliding_actors.scenario._ops",)
+_PROVIDERS: tuple[str, ...] = (
+    "gliding_actors.scenario._ops",
+    "gliding_actors.coherence._scenario",
+)
 _loaded = False
 
 

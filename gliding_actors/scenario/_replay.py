@@ -22,7 +22,7 @@ from gliding_actors.scenario._expect import Mismatch, check_expectations
 from gliding_actors.scenario._invariants import run_invariants
 from gliding_actors.scenario._model import OpStep, ParallelStep, Position, Scenario, Step
 from gliding_actors.scenario._opspecs import get_op_spec
-from gliding_actors.scenario._ops import ReplayWorld, implementation
+from gliding_actors.scenario._ops import ReplayWorld, implementation, implemented_ops
 from gliding_actors.system import MemorySystem
 
 __all__ = ["Failure", "OpOutcome", "RunResult", "replay"]
@@ -164,6 +164,7 @@ def replay(
     ``on_step`` is called after every step with the outcomes of its ops.
     """
     run_seed = scenario.seed if seed is None else seed
+    implemented_ops()  # import every layer's ops, and with them its invariants
     result = RunResult(file=scenario.path, name=scenario.name, seed=run_seed, runtime=runtime)
     clock = VirtualClock()
     system = MemorySystem.open(

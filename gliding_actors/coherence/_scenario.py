@@ -1,0 +1,210 @@
+"""Scenario ops and invariants of the coherence layer (spec: read, write, cas,
+delete, evict, inspect, flush; invariants "single writer", "data value",
+"directory agreement", "versions never go back", "write-through lines in L0").
+
+The invariants need the truth to compare with, so every completed write's
+result is recorded here as the scenario runs (the latest completed version and
+value of each line, and each agent's highest version seen).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from gliding_actors.runtime import Future, MappedFuture, Simulator, ThreadsRuntime
+from gliding_actors.scenario._invariants import invariant
+from gliding_actors.scenario._model import OpStep
+from gliding_actors.scenario._ops import ReplayWorld, implements
+
+__all__: list[str] = []
+
+_STABLE = {"I", "S", "E", "M"}
+
+
+@dataclasses.dataclass
+class _Truth:
+    """What the scenario knows happened: completed writes and versions seen."""
+
+    #: iri -> (version, value) of the latest completed write or delete
+    latest: dict[str, tuple[int, Any]] = dataclasses.field(default_factory=dict)
+    #: (agent, iri) -> highest version that agent has seen
+    seen: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
+    #: iri -> version of the latest completed write-through write
+    through: dict[str, int] = dataclasses.field(default_factory=dict)
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+    def saw(self, agent: str, iri: str, version: int) -> None:
+        before = self.seen.get((agent, iri), 0)
+        if version < before:
+            self.problems.append(f"{agent} saw {iri} go back from v{before} to v{version}")
+        else:
+            self.seen[(agent, iri)] = version
+
+    def wrote(self, agent: str, iri: str, version: int, value: Any, through: bool) -> None:
+        have = self.latest.get(iri, (0, None))[0]
+        if version > have:
+            self.latest[iri] = (version, value)
+        if through:
+            self.through[iri] = max(version, self.through.get(iri, 0))
+        self.saw(agent, iri, version)
+
+
+def _truth(world: ReplayWorld) -> _Truth:
+    truth: _Truth = world.state.setdefault("coherence", _Truth())
+    return truth
+
+
+def _track(world: ReplayWorld, step: OpStep, future: Future[Any], record: Any) -> Future[Mapping[str, Any]]:
+    def done(result: Any) -> Mapping[str, Any]:
+        out = dict(result)
+        record(out)
+        return out
+
+    return MappedFuture(future, done)
+
+
+@implements("read")
+def _read(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    agent = world.agent(step)
+    iri = step.args["iri"]
+    truth = _truth(world)
+    return _track(world, step, agent.submit_read(iri), lambda r: truth.saw(agent.id, iri, r["version"]))
+
+
+def _write_like(world: ReplayWorld, step: OpStep, future: Future[Any], value: Any) -> Future[Mapping[str, Any]]:
+    agent = world.agent(step)
+    iri = step.args["iri"]
+    truth = _truth(world)
+    return _track(
+        world,
+        step,
+        future,
+        lambda r: truth.wrote(agent.id, iri, r["version"], value, r.get("policy") == "write_through"),
+    )
+
+
+@implements("write")
+def _write(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    args = step.args
+    future = world.agent(step).submit_write(args["iri"], args["value"], tags=args.get("tags"), graph=args.get("graph"))
+    return _write_like(world, step, future, args["value"])
+
+
+@implements("cas")
+def _cas(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    args = step.args
+    future = world.agent(step).submit_cas(
+        args["iri"], args["version"], args["value"], tags=args.get("tags"), graph=args.get("graph")
+    )
+    return _write_like(world, step, future, args["value"])
+
+
+@implements("delete")
+def _delete(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    return _write_like(world, step, world.agent(step).submit_delete(step.args["iri"]), None)
+
+
+@implements("evict")
+def _evict(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    return MappedFuture(world.agent(step).submit_evict(step.args["iri"]), lambda r: {"state": r["state"]})
+
+
+@implements("inspect")
+def _inspect(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    return world.system.submit_inspect(step.args["iri"])
+
+
+@implements("flush")
+def _flush(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    return MappedFuture(world.system.submit_flush(), lambda n: {"flushed": n})
+
+
+# -- invariants ------------------------------------------------------------------
+
+
+def _quiescent(world: ReplayWorld) -> bool:
+    rt = world.system.runtime
+    if isinstance(rt, Simulator):
+        return rt.is_quiescent()
+    if isinstance(rt, ThreadsRuntime):
+        return rt.is_quiescent()
+    return False
+
+
+@invariant("versions never go back")
+def _versions(world: ReplayWorld) -> list[str]:
+    truth = _truth(world)
+    problems, truth.problems = truth.problems, []
+    return problems
+
+
+@invariant("single writer")
+def _single_writer(world: ReplayWorld) -> list[str]:
+    holders: dict[str, list[tuple[str, str]]] = {}
+    for agent, view in sorted(world.system.board.holders().items()):
+        for iri, (state, _value, _version) in view.items():
+            holders.setdefault(iri, []).append((agent, state))
+    out = []
+    for iri, held in sorted(holders.items()):
+        owners = [a for a, s in held if s in ("E", "M")]
+        if len(owners) > 1 or (owners and len(held) > 1):
+            out.append(f"{iri} held {sorted(held)}")
+    return out
+
+
+@invariant("data value")
+def _data_value(world: ReplayWorld) -> list[str]:
+    """Every readable copy is the latest completed write. Checked between steps,
+    when every op issued so far has completed: a writer completes only after
+    every other copy was invalidated, so no quiescence is needed."""
+    truth = _truth(world)
+    out = []
+    for agent, view in sorted(world.system.board.holders().items()):
+        for iri, (_state, value, version) in sorted(view.items()):
+            latest = truth.latest.get(iri)
+            if latest is not None and (version, value) != latest:
+                out.append(f"{agent} holds {iri} v{version} {value!r}; latest completed is v{latest[0]} {latest[1]!r}")
+    return out
+
+
+@invariant("write-through lines in L0")
+def _write_through_durable(world: ReplayWorld) -> list[str]:
+    out = []
+    l0 = world.system.l0
+    for iri, version in sorted(_truth(world).through.items()):
+        entry = l0.retrieve(iri, touch=False)
+        held = entry.version if entry is not None else l0.retrieve_version(iri)
+        if held < version:
+            out.append(f"{iri} completed write-through v{version} but L0 holds v{held}")
+    return out
+
+
+@invariant("directory agreement at quiescence")
+def _agreement(world: ReplayWorld) -> list[str]:
+    if not _quiescent(world):
+        return []
+    system = world.system
+    iris = sorted({iri for view in system.board.holders().values() for iri in view} | set(_truth(world).latest))
+    out = []
+    for iri in iris:
+        found = system.inspect(iri, timeout=5.0)
+        caches = found["caches"]
+        unstable = {a: s for a, s in caches.items() if s not in _STABLE}
+        if unstable:
+            out.append(f"{iri}: caches in transient states at quiescence {unstable}")
+            continue
+        holding = {a: s for a, s in caches.items() if s != "I"}
+        state = found["directory"]
+        if state == "I" and holding:
+            out.append(f"{iri}: directory I but caches hold {holding}")
+        elif state == "S" and (set(holding) != set(found["sharers"]) or any(s != "S" for s in holding.values())):
+            out.append(f"{iri}: directory S{found['sharers']} but caches hold {holding}")
+        elif state == "EM" and (
+            set(holding) != {found["owner"]} or holding.get(str(found["owner"])) not in ("E", "M")
+        ):
+            out.append(f"{iri}: directory EM({found['owner']}) but caches hold {holding}")
+        elif state not in ("I", "S", "EM"):
+            out.append(f"{iri}: directory in transient state {state} at quiescence")
+    return out
