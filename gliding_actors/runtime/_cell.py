@@ -15,10 +15,16 @@ from collections.abc import Callable
 from typing import Any
 
 from gliding_actors.clock import Clock
-from gliding_actors.errors import ActorCrashed, ActorUnavailable, GlidingError
+from gliding_actors.errors import ActorCrashed, ActorUnavailable, GlidingError, InvalidInput
 from gliding_actors.runtime._interface import DEFERRED, Behaviour, Message, ReplyToken
 
-__all__ = ["Cell", "Effects", "describe_exception"]
+__all__ = ["Cell", "Effects", "check_actor_name", "describe_exception"]
+
+
+def check_actor_name(name: object) -> None:
+    """Actor names are non-empty strings; a leading '@' is reserved for the runtime."""
+    if not isinstance(name, str) or not name or name.startswith("@"):
+        raise InvalidInput(f"actor names are non-empty strings not starting with '@': {name!r}")
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -28,7 +28,7 @@ import msgpack
 
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput, Timeout
-from gliding_actors.runtime._cell import Cell, Effects, describe_exception
+from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, describe_exception
 from gliding_actors.runtime._future import BaseFuture
 from gliding_actors.runtime._interface import Behaviour, Message
 
@@ -158,8 +158,7 @@ class Simulator:
         supervisor: str | None = None,
         restart: bool = False,
     ) -> _SimRef:
-        if not name or not isinstance(name, str) or name.startswith("@"):
-            raise InvalidInput(f"actor names are non-empty strings not starting with '@': {name!r}")
+        check_actor_name(name)
         if self._closed:
             raise ActorUnavailable("the simulator is shut down")
         existing = self._cells.get(name)

@@ -22,7 +22,7 @@ import pykka
 
 from gliding_actors.clock import Clock, SystemClock, VirtualClock
 from gliding_actors.errors import ActorUnavailable, InvalidInput, Timeout
-from gliding_actors.runtime._cell import Cell, Effects
+from gliding_actors.runtime._cell import Cell, Effects, check_actor_name
 from gliding_actors.runtime._future import ThreadFuture
 from gliding_actors.runtime._interface import ActorRef, Behaviour, Message
 
@@ -125,8 +125,7 @@ class ThreadsRuntime:
         supervisor: str | None = None,
         restart: bool = False,
     ) -> _Ref:
-        if not name or not isinstance(name, str) or name.startswith("@"):
-            raise InvalidInput(f"actor names are non-empty strings not starting with '@': {name!r}")
+        check_actor_name(name)
         with self._lock:
             if self._closed:
                 raise ActorUnavailable("the runtime is shut down")
