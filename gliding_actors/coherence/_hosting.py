@@ -19,6 +19,7 @@ from typing import Any
 
 import msgpack
 
+from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.coherence import _messages as m
 from gliding_actors.coherence._cache import CacheController
 from gliding_actors.coherence._directory import DirectoryController
@@ -27,8 +28,16 @@ from gliding_actors.coherence._messages import CLIENT, Msg, Value
 from gliding_actors.errors import ConflictError, GlidingError, InvalidInput
 from gliding_actors.runtime import DEFERRED, Context, ReplyToken
 
+#: Bus topic of every completed write or delete: ``{"iri", "version", "agent"}``.
+#: Whatever was derived from a line (L3 views, L1 turns citing it) listens here.
+#: Sent after the write completes, so it may arrive after the writer's next op;
+#: events of different writers may reach the bus out of version order, so a
+#: listener keeps the highest version it has seen per IRI.
+LINE_CHANGED = "line.changed"
+
 __all__ = [
     "CACHE_PREFIX",
+    "LINE_CHANGED",
     "CacheActor",
     "DirectoryActor",
     "SnapshotBoard",
@@ -125,6 +134,8 @@ class CacheActor:
         self.agent = agent
         self.controller = controller
         self._view = board.view(agent)
+        #: op id -> IRI of client ops in flight (to announce completed writes)
+        self._op_iri: dict[int, str] = {}
 
     def receive(self, message: Any, ctx: Context) -> Any:
         kind = message.get("t") if isinstance(message, dict) else None
@@ -137,6 +148,7 @@ class CacheActor:
             request = dict(message)
             request["op"] = token.request_id
             out = self.controller.handle(CLIENT, request)
+            self._op_iri[token.request_id] = request["iri"]
             self._emit(out, ctx, message.get("iri"))
             return DEFERRED
         out = self.controller.handle(ctx.sender, message)
@@ -168,8 +180,16 @@ class CacheActor:
             if dst != CLIENT:
                 continue
             token = ReplyToken(msg["op"])
+            iri_done = self._op_iri.pop(msg["op"], None)
             if msg["t"] == m.DONE:
-                ctx.resolve(token, msg["result"])
+                result = msg["result"]
+                if "policy" in result and iri_done is not None:  # a write or delete completed
+                    event = {"iri": iri_done, "version": result["version"], "agent": self.agent}
+                    ctx.send(
+                        BUS_ACTOR,
+                        {"type": "publish", "topic": LINE_CHANGED, "message": event, "publisher": self.agent},
+                    )
+                ctx.resolve(token, result)
             else:
                 ctx.fail(token, _error(msg.get("error", ""), msg.get("message", "")))
 
