@@ -19,6 +19,7 @@ from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.coherence._hosting import cache_name, unpack_value
 from gliding_actors.errors import InvalidInput
 from gliding_actors.l0 import is_valid_iri
+from gliding_actors.roles import ROLES
 from gliding_actors.runtime import CompletedFuture, Future, MappedFuture
 
 if TYPE_CHECKING:
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ROLES", "Agent", "ReadResult", "WriteResult"]
 
-ROLES = ("SA", "PA", "DA", "CA", "AA", "system")
-"""SA schedules and watches, PA plans, DA does, CA checks, AA decides; ``system`` may do anything."""
 
 
 class ReadResult(TypedDict):

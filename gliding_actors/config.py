@@ -90,6 +90,8 @@ class AgentsConfig:
 
     #: An agent whose last heartbeat is older than this is stale.
     heartbeat_timeout_s: float = dataclasses.field(default=30.0, metadata=_range(0.0))
+    #: Seconds a lock grant or renewal holds before it expires (read by l2.LockManager).
+    lock_lease_s: float = dataclasses.field(default=60.0, metadata=_range(0.001))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,6 +20,8 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gliding_actors.roles import ROLES
+
 __all__ = [
     "CONTROL_OPS",
     "CRASH_TARGET_PATTERN",
@@ -38,8 +40,6 @@ __all__ = [
     "registry_key",
 ]
 
-#: Agent roles a scenario may declare in ``agents``.
-ROLES: tuple[str, ...] = ("SA", "PA", "DA", "CA", "AA", "system")
 #: ``lock`` modes.
 LOCK_MODES: tuple[str, ...] = ("read", "write", "exclusive")
 #: ``heartbeat`` statuses.

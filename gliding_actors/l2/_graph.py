@@ -1,0 +1,551 @@
+"""The graph store of the L2 blackboard: pyoxigraph plus a node cache.
+
+Plain code (principle 1): no actor, no thread, no clock. The lead's L2 actor
+hosts one :class:`GraphStore`; see ``docs/L2_GRAPH.md`` for the contract,
+the default context and what the host must serialise.
+
+Why the pieces look the way they do:
+
+* Every line's value is turned into quads by :func:`~._jsonld.to_quads`
+  (pyoxigraph's JSON-LD parser, default context, skolemised blank nodes) and
+  the store remembers exactly which quads each line put. A rewrite diffs old
+  against new and applies the difference as **one** pyoxigraph transaction, so
+  a concurrent reader sees the old node or the new one, never a mix.
+* Quads are reference-counted: two lines may assert the same triple in the
+  same graph (``{"@id": "task:b", "status": "open"}`` nested in one line and
+  written as line ``task:b`` itself); deleting one leaves the other's triple.
+* Agent queries run on a dataset restricted to the graphs the agent may read
+  (pyoxigraph's ``default_graph``/``named_graphs`` override any ``FROM``,
+  ``FROM NAMED`` or ``GRAPH <iri>`` in the text). Bound values travel as RDF
+  terms through pyoxigraph's ``substitutions``; no caller text is ever spliced
+  into a query.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, NamedTuple, Self
+
+import pyoxigraph as ox
+
+from gliding_actors.errors import InvalidInput, PermissionDenied, StorageError
+from gliding_actors.l2._jsonld import GRAPH_BASE, VOCAB, graph_iri, to_quads, triples_to_jsonld
+
+__all__ = ["QUERY_PREFIXES", "BindingValue", "GraphNode", "GraphStore"]
+
+#: Prefixes every query and update may use without declaring them (a query's
+#: own ``PREFIX`` declarations take precedence).
+QUERY_PREFIXES: dict[str, str] = {
+    "ga": VOCAB,
+    "gag": GRAPH_BASE,
+    "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
+    "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
+    "xsd": "http://www.w3.org/2001/XMLSchema#",
+}
+
+#: What a binding may be: a JSON scalar (a literal typed as JSON-LD types it:
+#: string, integer, double, boolean), ``{"@id": iri}`` for an IRI,
+#: ``{"@value": v, "@language": tag}`` / ``{"@value": v, "@type": iri}`` for
+#: other literals, or a pyoxigraph term.
+BindingValue = str | int | float | bool | Mapping[str, Any] | ox.NamedNode | ox.Literal
+
+_Rows = list[dict[str, str]]
+_PREFIX_USES = tuple(name + ":" for name in QUERY_PREFIXES)
+
+
+def _prefixes_for(sparql: str) -> dict[str, str] | None:
+    """The predeclared prefixes, or ``None`` when the text cannot use one
+    (none of ``ga:``, ``xsd:``… occurs): passing them costs ~2 µs a query."""
+    for use in _PREFIX_USES:
+        if use in sparql:
+            return QUERY_PREFIXES
+    return None
+
+
+class GraphNode(NamedTuple):
+    """One line as the graph store holds it. ``value`` is the object exactly
+    as written (``None`` for a tombstone); ``graph`` the graph name."""
+
+    iri: str
+    value: dict[str, Any] | None
+    graph: str
+    version: int
+
+
+class _Dataset(NamedTuple):
+    """The graphs an agent may read, as pyoxigraph's dataset arguments."""
+
+    default: list[ox.NamedNode | ox.BlankNode | ox.DefaultGraph]
+    named: list[ox.NamedNode | ox.BlankNode]
+
+
+class _Entry(NamedTuple):
+    """A line in the node cache, with the quads it put. Immutable: a write
+    swaps the whole entry, so a reader on another thread never sees the value
+    of one version with the number of another."""
+
+    value: dict[str, Any] | None
+    graph: str
+    version: int
+    quads: tuple[ox.Quad, ...]
+
+
+# --- network guard -------------------------------------------------------------------------
+#
+# pyoxigraph is built with an HTTP client: ``SERVICE <url>`` in a query and
+# ``LOAD <url>`` in an update fetch from the network, and no query() option
+# turns that off. Those keywords are refused before the text reaches
+# pyoxigraph. The scan blanks out what the SPARQL grammar treats as data —
+# string literals (with their escapes), IRI references and comments — and looks
+# for the keyword in what is left. pyoxigraph decodes \uXXXX escapes only
+# inside strings and IRIs (outside them they are a syntax error), so an escape
+# cannot spell the keyword. A false positive (a prefixed name such as
+# ``ex:a.service``) is a refusal, never a leak.
+
+_DATA = re.compile(
+    r'"""(?:(?:"|"")?(?:[^"\\]|\\.))*"""'
+    r"|'''(?:(?:'|'')?(?:[^'\\]|\\.))*'''"
+    r'|"(?:[^"\\\n\r]|\\.)*"'
+    r"|'(?:[^'\\\n\r]|\\.)*'"
+    r'|<(?:[^<>"{}|^`\\\x00-\x20]|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8})*>'
+    r"|#[^\n\r]*",
+    re.DOTALL,
+)
+_KEYWORDS = {
+    name: re.compile(rf"(?<![\w:?$]){name}(?![\w:])", re.IGNORECASE) for name in ("SERVICE", "LOAD")
+}
+
+
+def _refuse_network(text: str, keywords: tuple[str, ...]) -> None:
+    lowered = text.lower()
+    hits = [k for k in keywords if k.lower() in lowered]
+    if not hits:
+        return  # the common case: one lower() and a substring test
+    code = _DATA.sub(" ", text)
+    for keyword in hits:
+        if _KEYWORDS[keyword].search(code):
+            raise InvalidInput(
+                f"SPARQL {keyword} is refused: the graph store never reaches the network",
+                path=("sparql",),
+            )
+
+
+# --- terms ---------------------------------------------------------------------------------
+
+
+def _named(iri: object, what: str) -> ox.NamedNode:
+    if type(iri) is not str:
+        raise InvalidInput(f"{what} must be a string IRI, not {type(iri).__name__}", path=(what,))
+    try:
+        return ox.NamedNode(iri)
+    except ValueError as exc:
+        raise InvalidInput(f"invalid {what} {iri!r}: {exc}", path=(what,)) from None
+
+
+def _binding_term(name: str, value: object) -> ox.NamedNode | ox.Literal:
+    kind = type(value)
+    if kind is str or kind is bool or kind is int or kind is float:
+        return ox.Literal(value)  # type: ignore[arg-type]
+    if kind is ox.NamedNode or kind is ox.Literal:
+        return value  # type: ignore[return-value]
+    if isinstance(value, Mapping):
+        keys = set(value)
+        if keys == {"@id"}:
+            return _named(value["@id"], f"binding {name}")
+        if "@value" in keys and keys <= {"@value", "@language", "@type"} and len(keys) < 3:
+            lexical = value["@value"]
+            if "@language" in keys:
+                language = value["@language"]
+                if type(lexical) is not str or type(language) is not str:
+                    raise InvalidInput(
+                        f"binding {name}: @value and @language must be strings",
+                        path=("bindings", name),
+                    )
+                try:
+                    return ox.Literal(lexical, language=language)
+                except ValueError as exc:
+                    raise InvalidInput(f"binding {name}: {exc}", path=("bindings", name)) from None
+            if "@type" in keys:
+                if type(lexical) is not str:
+                    raise InvalidInput(
+                        f"binding {name}: a typed @value must be a string", path=("bindings", name)
+                    )
+                return ox.Literal(lexical, datatype=_named(value["@type"], f"binding {name}"))
+            return _binding_term(name, lexical)
+    raise InvalidInput(
+        f"binding {name}: need a string, number, boolean, {{'@id': iri}} or a JSON-LD "
+        f"value object, not {kind.__name__}",
+        path=("bindings", name),
+    )
+
+
+_Term = ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple
+
+
+def _substitutions(bindings: Mapping[str, BindingValue] | None) -> dict[ox.Variable, _Term] | None:
+    if not bindings:
+        return None
+    out: dict[ox.Variable, _Term] = {}
+    for name, value in bindings.items():
+        if type(name) is not str:
+            raise InvalidInput("binding names must be strings", path=("bindings",))
+        bare = name[1:] if name[:1] in ("?", "$") else name
+        try:
+            variable = ox.Variable(bare)
+        except ValueError:
+            raise InvalidInput(f"invalid variable name {name!r}", path=("bindings", name)) from None
+        out[variable] = _binding_term(name, value)
+    return out
+
+
+def _plain(term: Any) -> str:
+    kind = type(term)
+    if kind is ox.BlankNode:
+        return "_:" + term.value  # type: ignore[no-any-return]
+    if kind is ox.Triple:
+        return str(term)
+    return term.value  # type: ignore[no-any-return]
+
+
+def _data_block(quads: Iterable[ox.Quad]) -> str:
+    """Quad data for ``INSERT DATA``/``DELETE DATA``, grouped by graph.
+
+    Every term is written by pyoxigraph itself (``str(term)`` is its
+    N-Triples form, which SPARQL reads back to the same term: IRIs are
+    validated, literals escaped); no term is ever a blank node (skolemised).
+    """
+    by_graph: dict[str, list[str]] = {}
+    for q in quads:
+        by_graph.setdefault(str(q.graph_name), []).append(f"{q.subject} {q.predicate} {q.object}")
+    return " ".join(f"GRAPH {g} {{ {' . '.join(ts)} }}" for g, ts in by_graph.items())
+
+
+# --- the store -----------------------------------------------------------------------------
+
+
+class GraphStore:
+    """pyoxigraph store + node cache of the L2 blackboard.
+
+    ``GraphStore()`` keeps everything in memory; ``GraphStore(path)`` keeps the
+    RDF in a RocksDB directory (for graphs larger than memory). L2 is working
+    memory rebuilt from L0, and which line put which quad is only known in
+    memory, so a directory is **cleared when opened**: otherwise its quads
+    would belong to no line and could never be replaced or deleted.
+
+    Threading: the host serialises every write — :meth:`put_node`,
+    :meth:`forget`, :meth:`update`, :meth:`close` — on one thread (the L2
+    actor). :meth:`query`, :meth:`node` and :meth:`graph_of` may also run on
+    other threads at the same time: pyoxigraph gives each query a snapshot and
+    commits each write as one transaction, and a node-cache entry is swapped
+    whole. Such a reader may see a write's quads a moment before its cache
+    entry (the RDF commits first); coherence is the caller's (recall dirty
+    lines, then query). The listing helpers (:meth:`lines`, :meth:`iris_in`,
+    :meth:`graphs`, :meth:`dump`) iterate Python containers: call them on the
+    writer's thread.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self._path = None if path is None else os.fspath(path)
+        try:
+            store = ox.Store() if self._path is None else ox.Store(self._path)
+            if self._path is not None:
+                store.clear()
+        except OSError as exc:
+            raise StorageError(f"cannot open the L2 graph store at {self._path!r}: {exc}") from exc
+        self._store: ox.Store | None = store
+        self._nodes: dict[str, _Entry] = {}
+        self._by_graph: dict[str, set[str]] = {}
+        self._live = 0
+        self._refs: dict[ox.Quad, int] = {}
+        self._graph_nodes: dict[str, ox.NamedNode] = {}
+        self._datasets: dict[tuple[str, ...], _Dataset] = {}
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def path(self) -> str | None:
+        """The store directory, or ``None`` in memory."""
+        return self._path
+
+    @property
+    def raw(self) -> ox.Store:
+        """The pyoxigraph store itself, for benchmarks comparing with raw
+        pyoxigraph on the same data. Read only: writing through it bypasses
+        the per-line bookkeeping."""
+        return self._open()
+
+    def close(self) -> None:
+        """Flush (on disk) and release the store; later calls raise StorageError."""
+        store, self._store = self._store, None
+        if store is not None and self._path is not None:
+            try:
+                store.flush()
+            except OSError as exc:
+                raise StorageError(f"cannot flush the L2 graph store: {exc}") from exc
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _open(self) -> ox.Store:
+        store = self._store
+        if store is None:
+            raise StorageError("the L2 graph store is closed")
+        return store
+
+    # -- graph names --------------------------------------------------------------------
+
+    def graph_node(self, graph: str) -> ox.NamedNode:
+        """The pyoxigraph IRI of named graph ``graph`` (validated, cached)."""
+        node = self._graph_nodes.get(graph) if type(graph) is str else None
+        if node is None:
+            node = ox.NamedNode(graph_iri(graph))  # graph_iri validates the name
+            self._graph_nodes[graph] = node
+        return node
+
+    # -- writes -------------------------------------------------------------------------
+
+    def check_value(self, iri: str, value: dict[str, Any]) -> None:
+        """Raise :class:`InvalidInput` if ``put_node(iri, value, …)`` would;
+        changes nothing. Lets a host refuse bad JSON-LD before a write enters
+        the coherence protocol."""
+        _named(iri, "iri")
+        to_quads(iri, value, ox.NamedNode(GRAPH_BASE + "check"))
+
+    def put_node(self, iri: str, value: dict[str, Any] | None, graph: str, version: int) -> bool:
+        """Make line ``iri`` hold ``value`` (``None``: a tombstone) in ``graph``.
+
+        The quads this line put before are replaced by exactly the quads of
+        the new value, in one transaction, and the node cache is updated in the
+        same call. Returns ``False`` and changes nothing when ``version`` is
+        older than the version held (a late, stale write). Raises
+        :class:`InvalidInput` on a bad IRI, graph name, version or JSON-LD —
+        nothing changed — and :class:`StorageError` if pyoxigraph cannot write.
+
+        ``value`` is kept by reference and never modified; readers get it back
+        as written (callers treat values as immutable).
+        """
+        self._open()
+        _named(iri, "iri")
+        graph_node = self.graph_node(graph)
+        if type(version) is not int or version < 0:
+            raise InvalidInput(f"version must be an int >= 0, not {version!r}", path=("version",))
+        old = self._nodes.get(iri)
+        if old is not None and version < old.version:
+            return False
+        quads = () if value is None else to_quads(iri, value, graph_node)
+        # Nothing has changed so far; the RDF transaction is the only step that
+        # can still fail, and it either commits whole or not at all.
+        self._replace(() if old is None else old.quads, quads)
+        self._nodes[iri] = _Entry(value, graph, version, quads)
+        if old is not None and old.value is not None:
+            self._by_graph[old.graph].discard(iri)
+            self._live -= 1
+        if value is not None:
+            self._by_graph.setdefault(graph, set()).add(iri)
+            self._live += 1
+        return True
+
+    def forget(self, iri: str) -> bool:
+        """Drop line ``iri`` entirely (its quads and its cache entry, tombstone
+        included), e.g. when L2 evicts it. Returns whether it was held."""
+        self._open()
+        old = self._nodes.get(iri)
+        if old is None:
+            return False
+        self._replace(old.quads, ())
+        del self._nodes[iri]
+        if old.value is not None:
+            self._by_graph[old.graph].discard(iri)
+            self._live -= 1
+        return True
+
+    def _replace(self, old: tuple[ox.Quad, ...], new: tuple[ox.Quad, ...]) -> None:
+        if old == new:
+            return
+        store = self._open()
+        refs = self._refs
+        old_set = set(old)
+        new_set = set(new)
+        added = [q for q in new if q not in old_set]
+        dropped = [q for q in old if q not in new_set]
+        deleted = [q for q in dropped if refs[q] == 1]
+        try:
+            if deleted:
+                update = "DELETE DATA { " + _data_block(deleted) + " }"
+                if added:
+                    update += " ; INSERT DATA { " + _data_block(added) + " }"
+                store.update(update)
+            elif added:
+                store.extend(added)
+        except OSError as exc:
+            raise StorageError(f"cannot write the L2 graph store: {exc}") from exc
+        for q in dropped:
+            count = refs[q] - 1
+            if count:
+                refs[q] = count
+            else:
+                del refs[q]
+        for q in added:
+            refs[q] = refs.get(q, 0) + 1
+
+    # -- node cache reads ---------------------------------------------------------------
+
+    def node(self, iri: str) -> GraphNode | None:
+        """The line as held (a tombstone has ``value=None``), or ``None``."""
+        entry = self._nodes.get(iri)
+        if entry is None:
+            return None
+        return GraphNode(iri, entry.value, entry.graph, entry.version)
+
+    def lines(self) -> list[GraphNode]:
+        """Every line held, tombstones included, sorted by IRI."""
+        return [
+            GraphNode(iri, e.value, e.graph, e.version) for iri, e in sorted(self._nodes.items())
+        ]
+
+    def graph_of(self, iri: str) -> str | None:
+        """The graph of a live line; ``None`` if absent or deleted."""
+        entry = self._nodes.get(iri)
+        return None if entry is None or entry.value is None else entry.graph
+
+    def iris_in(self, graph: str) -> list[str]:
+        """The live lines of ``graph``, sorted."""
+        return sorted(self._by_graph.get(graph, ()))
+
+    def graphs(self) -> list[str]:
+        """Graph names holding at least one live line, sorted."""
+        return sorted(name for name, iris in self._by_graph.items() if iris)
+
+    def count(self) -> int:
+        """Number of live lines (tombstones excluded)."""
+        return self._live
+
+    def quad_count(self) -> int:
+        """Number of quads in the RDF store."""
+        return len(self._open())
+
+    def dump(self) -> list[str]:
+        """Every quad as an N-Quads line, sorted: a full, comparable picture of
+        the RDF store (tests compare it before and after a refused call)."""
+        return sorted(f"{q} ." for q in self._open())
+
+    # -- SPARQL -------------------------------------------------------------------------
+
+    def _dataset(self, graphs: Collection[str]) -> _Dataset:
+        if type(graphs) is str:
+            raise InvalidInput("graphs must be a collection of names, not a string")
+        key = graphs if type(graphs) is tuple else tuple(graphs)
+        try:
+            nodes = self._datasets.get(key)
+        except TypeError:  # an unhashable name: graph_node says what is wrong
+            nodes = None
+        if nodes is None:
+            named: list[ox.NamedNode | ox.BlankNode] = [self.graph_node(g) for g in key]
+            default: list[ox.NamedNode | ox.BlankNode | ox.DefaultGraph] = list(named)
+            nodes = _Dataset(default, named)
+            if len(self._datasets) >= 1024:
+                self._datasets.clear()
+            self._datasets[key] = nodes
+        return nodes
+
+    def query(
+        self,
+        sparql: str,
+        *,
+        graphs: Collection[str] | None,
+        bindings: Mapping[str, BindingValue] | None = None,
+        role_is_system: bool = False,
+    ) -> dict[str, Any]:
+        """Run a SPARQL SELECT / ASK / CONSTRUCT (or DESCRIBE) query.
+
+        The dataset is exactly the named graphs ``graphs``: their union is the
+        default graph and they are the only graphs ``GRAPH`` can see. Any
+        ``FROM`` / ``FROM NAMED`` / ``GRAPH <iri>`` naming another graph is
+        inert (pyoxigraph's dataset arguments override the query's own), so it
+        matches nothing — it is not an error. ``graphs=None`` (every graph,
+        their union as default graph) is for the system role only.
+
+        ``bindings`` pre-bind variables (``{"s": {"@id": "task:a"}}``,
+        ``{"status": "open"}``) as RDF terms through pyoxigraph's
+        ``substitutions``; in a SELECT a bound variable must be projected
+        (``SELECT *`` or listed), as pyoxigraph requires.
+
+        Returns ``{"rows": [{var: str}]}`` (IRIs and literals as plain strings,
+        unbound variables left out), ``{"boolean": bool}`` or
+        ``{"jsonld": [node objects]}``. A malformed query, an update, or
+        ``SERVICE`` is :class:`InvalidInput`; nothing is ever written.
+        """
+        store = self._open()
+        if type(sparql) is not str:
+            raise InvalidInput("a SPARQL query must be a string", path=("sparql",))
+        if graphs is None and not role_is_system:
+            raise PermissionDenied("only the system role may query every graph")
+        nodes = None if graphs is None else self._dataset(graphs)
+        _refuse_network(sparql, ("SERVICE",))
+        substitutions = _substitutions(bindings) if bindings else None
+        try:
+            if nodes is None:
+                result = store.query(
+                    sparql,
+                    prefixes=_prefixes_for(sparql),
+                    substitutions=substitutions,
+                    use_default_graph_as_union=True,
+                )
+            else:
+                result = store.query(
+                    sparql,
+                    prefixes=_prefixes_for(sparql),
+                    substitutions=substitutions,
+                    default_graph=nodes.default,
+                    named_graphs=nodes.named,
+                )
+            if type(result) is ox.QuerySolutions:
+                names = [v.value for v in result.variables]
+                rows: _Rows = []
+                for solution in result:
+                    row: dict[str, str] = {}
+                    for name, term in zip(names, solution, strict=True):
+                        if term is not None:
+                            row[name] = _plain(term)
+                    rows.append(row)
+                return {"rows": rows}
+            if type(result) is ox.QueryBoolean:
+                return {"boolean": bool(result)}
+            return {"jsonld": triples_to_jsonld(result)}
+        except SyntaxError as exc:
+            raise InvalidInput(f"invalid SPARQL query: {exc}", path=("sparql",)) from None
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise InvalidInput(f"SPARQL query refused: {exc}", path=("sparql",)) from None
+        except OSError as exc:
+            raise StorageError(f"cannot read the L2 graph store: {exc}") from exc
+
+    def update(self, sparql: str, role_is_system: bool = False) -> None:
+        """Run a SPARQL UPDATE — system role only (:class:`PermissionDenied`
+        otherwise, checked first).
+
+        The update is one transaction on the RDF as it is: it does not go
+        through the node cache, so quads it inserts belong to no line and
+        quads it deletes are not re-asserted until their line is rewritten.
+        It is an administration tool, not a way to write lines. ``LOAD`` and
+        ``SERVICE`` (network) are refused; a malformed update is
+        :class:`InvalidInput`.
+        """
+        if not role_is_system:
+            raise PermissionDenied("SPARQL UPDATE is for the system role only")
+        store = self._open()
+        if type(sparql) is not str:
+            raise InvalidInput("a SPARQL update must be a string", path=("sparql",))
+        _refuse_network(sparql, ("SERVICE", "LOAD"))
+        try:
+            store.update(sparql, prefixes=_prefixes_for(sparql))
+        except SyntaxError as exc:
+            raise InvalidInput(f"invalid SPARQL update: {exc}", path=("sparql",)) from None
+        except (RuntimeError, ValueError) as exc:
+            raise InvalidInput(f"SPARQL update refused: {exc}", path=("sparql",)) from None
+        except OSError as exc:
+            raise StorageError(f"cannot write the L2 graph store: {exc}") from exc
