@@ -19,6 +19,7 @@ from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.coherence._hosting import cache_name, unpack_value
 from gliding_actors.errors import InvalidInput
 from gliding_actors.l0 import is_valid_iri
+from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR
 from gliding_actors.roles import ROLES
 from gliding_actors.runtime import CompletedFuture, Future, MappedFuture
 
@@ -240,6 +241,65 @@ class Agent:
     def evict(self, iri: str, *, timeout: float | None = None) -> None:
         """Give this agent's copy up (a dirty copy is written back home first)."""
         self.submit_evict(iri).get(timeout)
+
+    # -- blackboard: awareness, locks, tasks ---------------------------------
+    def _board_ask(self, request: dict[str, Any]) -> Future[Any]:
+        return self._ask(BLACKBOARD_ACTOR, request)
+
+    def submit_heartbeat(self, status: str | None = None, operation: str | None = None) -> Future[dict[str, Any]]:
+        request: dict[str, Any] = {"t": "heartbeat", "agent": self._id, "status": status}
+        if operation is not None:
+            request["operation"] = operation
+        return self._board_ask(request)
+
+    def heartbeat(self, status: str | None = None, operation: str | None = None, *, timeout: float | None = None) -> None:
+        """Tell the team this agent is alive (optionally its status and current operation)."""
+        self.submit_heartbeat(status, operation).get(timeout)
+
+    def submit_lock(self, resource: str, mode: str = "write", timeout_s: float = 0.0) -> Future[dict[str, Any]]:
+        return self._board_ask(
+            {"t": "lock", "agent": self._id, "resource": resource, "mode": mode, "timeout_s": timeout_s}
+        )
+
+    def lock(self, resource: str, mode: str = "write", timeout_s: float = 0.0, *, timeout: float | None = None) -> int | None:
+        """Take a lock (read, write or exclusive); wait up to ``timeout_s`` (0: try once).
+
+        Returns the grant's fencing token, or None when not granted. A wait that
+        would close a cycle of agents waiting on each other raises
+        :class:`~gliding_actors.errors.DeadlockError` at once.
+        """
+        wait = (self._system.runtime.ask_timeout_s if timeout is None else timeout) + timeout_s
+        result: dict[str, Any] = self.submit_lock(resource, mode, timeout_s).get(wait)
+        return int(result["token"]) if result["granted"] else None
+
+    def submit_unlock(self, resource: str) -> Future[dict[str, Any]]:
+        return self._board_ask({"t": "unlock", "agent": self._id, "resource": resource})
+
+    def unlock(self, resource: str, *, timeout: float | None = None) -> None:
+        self.submit_unlock(resource).get(timeout)
+
+    def submit_task(self, request: dict[str, Any]) -> Future[dict[str, Any]]:
+        """A task-DAG request (``task.create``, ``task.depend``, ``task.layers``, ``task.complete``)."""
+        return self._board_ask(request)
+
+    def create_task(
+        self, task: str, *, parent: str | None = None, depends_on: Iterable[str] = (), timeout: float | None = None
+    ) -> None:
+        self.submit_task({"t": "task.create", "task": task, "parent": parent, "depends_on": list(depends_on)}).get(timeout)
+
+    def depend(self, task: str, on: str, *, timeout: float | None = None) -> None:
+        """``task`` waits for ``on``; :class:`~gliding_actors.errors.CycleError` if that closes a cycle."""
+        self.submit_task({"t": "task.depend", "task": task, "on": on}).get(timeout)
+
+    def task_layers(self, task: str | None = None, *, timeout: float | None = None) -> list[list[str]]:
+        """Kahn layers of ``task``'s subtree (every task when None): what can run together."""
+        result: dict[str, Any] = self.submit_task({"t": "task.layers", "task": task}).get(timeout)
+        return [list(layer) for layer in result["layers"]]
+
+    def complete_task(self, task: str, status: str = "completed", *, timeout: float | None = None) -> list[str]:
+        """Mark ``task`` completed or failed; returns the tasks that became ready."""
+        result: dict[str, Any] = self.submit_task({"t": "task.complete", "task": task, "status": status}).get(timeout)
+        return list(result["ready"])
 
     # -- coordination (MemoryBus) -------------------------------------------
     def submit_subscribe(self, topic: str) -> Future[None]:

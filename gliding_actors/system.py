@@ -40,6 +40,7 @@ from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.config import Config
 from gliding_actors.errors import ActorUnavailable, InvalidInput
 from gliding_actors.l0 import L0Store
+from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor
 from gliding_actors.runtime import Future, GatheredFuture, Runtime, create_runtime
 
 __all__ = ["MemorySystem"]
@@ -62,6 +63,14 @@ class MemorySystem:
         self.directories = tuple(f"dir:{i}" for i in range(config.coherence.directory_shards))
         try:
             runtime.spawn(BUS_ACTOR, MemoryBus)
+            agents_config = config.agents
+            runtime.spawn(
+                BLACKBOARD_ACTOR,
+                lambda: BlackboardActor(
+                    heartbeat_timeout_s=agents_config.heartbeat_timeout_s,
+                    lock_lease_s=agents_config.lock_lease_s,
+                ),
+            )
             for name in self.directories:
                 runtime.spawn(name, self._directory_factory(name))
         except BaseException:
@@ -159,6 +168,7 @@ class MemorySystem:
                     raise InvalidInput(f"agent {agent_id!r} already has role {existing.role}, not {role}")
                 return existing
             self._spawn_cache(agent_id)
+            self._runtime.lookup(BLACKBOARD_ACTOR).ask({"t": "register", "agent": agent_id, "role": role}).get()
             handle = Agent(self, agent_id, role)
             self._agents[agent_id] = handle
             return handle
@@ -221,6 +231,15 @@ class MemorySystem:
 
     def inspect(self, iri: str, *, timeout: float | None = None) -> dict[str, Any]:
         return self.submit_inspect(iri).get(timeout)
+
+    def submit_team(self) -> Future[dict[str, Any]]:
+        """Every registered agent's ``{role, status, stale}`` (stale agents' locks are released)."""
+        return self._runtime.lookup(BLACKBOARD_ACTOR).ask({"t": "agents"})
+
+    def team(self, *, timeout: float | None = None) -> dict[str, dict[str, Any]]:
+        """Blocking :meth:`submit_team`: ``{agent id: {role, status, stale}}``."""
+        result: dict[str, dict[str, Any]] = self.submit_team().get(timeout)["agents"]
+        return result
 
     def submit_flush(self) -> Future[int]:
         """Write down to L0 every line newer in a cache or in L2 than in L0.

@@ -243,6 +243,10 @@ class ThreadsRuntime:
     def is_quiescent(self) -> bool:
         return self._inflight() <= 0
 
+    def next_timer(self) -> float | None:
+        """When the earliest pending timer falls due (clock time), or None."""
+        return self._timers.next_deadline()
+
     def _carry_out(self, cell: Cell, effects: Effects) -> None:
         """Do what one handler run asked for: sends, timers, crash handling, replies.
 
@@ -319,6 +323,10 @@ class _Timers:
             self._cond.notify()
         if delay == 0:
             self._fire_due()
+
+    def next_deadline(self) -> float | None:
+        with self._cond:
+            return self._heap[0][0] if self._heap else None
 
     def _fire_due(self) -> None:
         now = self._runtime.clock.now()

@@ -52,6 +52,7 @@ _IMPLS: dict[str, OpImpl] = {}
 _PROVIDERS: tuple[str, ...] = (
     "gliding_actors.scenario._ops",
     "gliding_actors.coherence._scenario",
+    "gliding_actors.l2._scenario",
 )
 _loaded = False
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -277,8 +278,29 @@ class _Engine:
         except GlidingError as exc:  # refused before anything was sent
             return exc
 
+    def _wait_in_virtual_time(self, futures: list[Future[Mapping[str, Any]]]) -> None:
+        """On threads with a virtual clock, waiting must move time as the simulator does.
+
+        While ops are pending and every message has been handled, jump the
+        clock to the next timer (a lock wait's time-out, a lease) if it falls
+        within the op timeout in virtual seconds; otherwise just let the real
+        time-out run out in ``get``.
+        """
+        rt = self.world.system.runtime
+        if not isinstance(rt, ThreadsRuntime):
+            return
+        limit = self.timeout if self.timeout is not None else rt.ask_timeout_s
+        horizon = self.clock.now() + limit
+        real_deadline = time.monotonic() + limit
+        while not all(f.done() for f in futures) and time.monotonic() < real_deadline:
+            due = rt.next_timer()
+            if rt.is_quiescent() and due is not None and due <= horizon:
+                self.clock.set(max(self.clock.now(), due))
+            time.sleep(0.001)
+
     def _run_ops(self, ops: tuple[OpStep, ...]) -> list[OpOutcome]:
         issued = [(step, self._issue(step)) for step in ops]
+        self._wait_in_virtual_time([f for _s, f in issued if not isinstance(f, BaseException)])
         outcomes: list[OpOutcome] = []
         pending: list[str] = []
         for step, future in issued:
