@@ -165,9 +165,14 @@ class Agent:
         """Just the value of :meth:`read` (None when absent)."""
         return self.read(iri, timeout=timeout)["value"]
 
+    def _check_jsonld(self, iri: str, value: dict[str, Any]) -> None:
+        """Refuse a value the graph could not hold, before it enters the protocol."""
+        self._system.graph.check_value(iri, value)
+
     def submit_write(
         self, iri: str, value: dict[str, Any], *, tags: Iterable[str] | None = None, graph: str | None = None
     ) -> Future[WriteResult]:
+        self._check_jsonld(_check_iri(iri), _check_object(value, "a line's value"))
         request = {
             "t": "store",
             "iri": _check_iri(iri),
@@ -204,6 +209,7 @@ class Agent:
     ) -> Future[WriteResult]:
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise InvalidInput(f"cas: version is an integer >= 0, not {version!r}")
+        self._check_jsonld(_check_iri(iri), _check_object(value, "a line's value"))
         request = {
             "t": "cas",
             "iri": _check_iri(iri),
@@ -241,6 +247,32 @@ class Agent:
     def evict(self, iri: str, *, timeout: float | None = None) -> None:
         """Give this agent's copy up (a dirty copy is written back home first)."""
         self.submit_evict(iri).get(timeout)
+
+    # -- SPARQL over the blackboard graph --------------------------------------
+    def submit_query(self, sparql: str, bindings: dict[str, Any] | None = None) -> Future[dict[str, Any]]:
+        """Run SPARQL SELECT/ASK/CONSTRUCT over the graphs this agent's role may read.
+
+        Coherent: every dirty line is recalled home (and so into the graph)
+        first, so the query sees every write completed before it began.
+        Confined by the query's dataset, never by editing its text.
+        """
+        if not isinstance(sparql, str) or not sparql.strip():
+            raise InvalidInput("a SPARQL query is a non-empty string")
+        system = self._system
+        role = self._role
+
+        def run(_moved: int) -> dict[str, Any]:
+            graphs = system.readable_graphs(role)
+            result: dict[str, Any] = system.graph.query(
+                sparql, graphs=None if role == "system" else graphs, bindings=bindings, role_is_system=role == "system"
+            )
+            return result
+
+        return MappedFuture(system.submit_recall(), run)
+
+    def query(self, sparql: str, bindings: dict[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
+        """Blocking :meth:`submit_query`: ``{"rows"}``, ``{"boolean"}`` or ``{"jsonld"}``."""
+        return self.submit_query(sparql, bindings).get(timeout)
 
     # -- blackboard: awareness, locks, tasks ---------------------------------
     def _board_ask(self, request: dict[str, Any]) -> Future[Any]:

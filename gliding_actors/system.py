@@ -28,7 +28,7 @@ from gliding_actors.agent import ROLES, Agent
 from gliding_actors.bus import BUS_ACTOR, MemoryBus
 from gliding_actors.clock import Clock, VirtualClock
 from gliding_actors.coherence._cache import CacheController
-from gliding_actors.coherence._home import LayeredHome
+from gliding_actors.coherence._home import DEFAULT_GRAPH, LayeredHome
 from gliding_actors.coherence._hosting import (
     CacheActor,
     DirectoryActor,
@@ -41,6 +41,8 @@ from gliding_actors.config import Config
 from gliding_actors.errors import ActorUnavailable, InvalidInput
 from gliding_actors.l0 import L0Store
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor
+from gliding_actors.l2._graph import GraphStore
+from gliding_actors.l2._permissions import PermissionMatrix
 from gliding_actors.runtime import Future, GatheredFuture, Runtime, create_runtime
 
 __all__ = ["MemorySystem"]
@@ -59,6 +61,11 @@ class MemorySystem:
         self._closed = False
         self._l0 = L0Store(str(path / "l0"), clock=runtime.clock, config=config.l0)
         self._l0_lock = threading.Lock()
+        self.graph = GraphStore()
+        self._graph_lock = threading.Lock()
+        self.permissions = PermissionMatrix.default()
+        for entry in self._l0.query():  # the graph is rebuilt from what L0 holds
+            self.graph.put_node(entry.iri, entry.content, entry.named_graph or DEFAULT_GRAPH, entry.version)
         self.board = SnapshotBoard()
         self.directories = tuple(f"dir:{i}" for i in range(config.coherence.directory_shards))
         try:
@@ -175,7 +182,7 @@ class MemorySystem:
 
     def _directory_factory(self, name: str) -> Callable[[], DirectoryActor]:
         def build() -> DirectoryActor:
-            return DirectoryActor(name, LayeredHome(self._l0, self._l0_lock))
+            return DirectoryActor(name, LayeredHome(self._l0, self._l0_lock, self.graph, self._graph_lock))
 
         return build
 
@@ -232,6 +239,18 @@ class MemorySystem:
     def inspect(self, iri: str, *, timeout: float | None = None) -> dict[str, Any]:
         return self.submit_inspect(iri).get(timeout)
 
+    def readable_graphs(self, role: str) -> list[str]:
+        """The named graphs holding data that ``role`` may read."""
+        with self._graph_lock:
+            known = self.graph.graphs()
+        return self.permissions.readable_graphs(role, known)
+
+    def submit_recall(self) -> Future[int]:
+        """Bring every dirty line home (owners keep an S copy); answers how many moved."""
+        rt = self._runtime
+        parts = [rt.lookup(name).ask({"t": "recall", "iris": None}) for name in self.directories]
+        return GatheredFuture(parts, lambda fetched: sum(len(f) for f in fetched))
+
     def submit_team(self) -> Future[dict[str, Any]]:
         """Every registered agent's ``{role, status, stale}`` (stale agents' locks are released)."""
         return self._runtime.lookup(BLACKBOARD_ACTOR).ask({"t": "agents"})
@@ -278,6 +297,7 @@ class MemorySystem:
         finally:
             self._runtime.shutdown()
         self._l0.close()
+        self.graph.close()
         if self._owns_path:
             shutil.rmtree(self._path, ignore_errors=True)
 

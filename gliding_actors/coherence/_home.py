@@ -17,6 +17,10 @@ from typing import Any
 
 from gliding_actors.coherence._messages import Meta, Value
 from gliding_actors.l0 import L0Entry, L0Store
+from gliding_actors.l2._graph import GraphStore
+
+#: Named graph of a line written without one (everyone may create and update there).
+DEFAULT_GRAPH = "shared"
 
 __all__ = ["LayeredHome"]
 
@@ -29,9 +33,13 @@ class LayeredHome:
     ``flush``; ``peek`` may be called from outside (inspection).
     """
 
-    def __init__(self, l0: L0Store, l0_lock: threading.Lock) -> None:
+    def __init__(
+        self, l0: L0Store, l0_lock: threading.Lock, graph: GraphStore | None = None, graph_lock: threading.Lock | None = None
+    ) -> None:
         self._l0 = l0
         self._l0_lock = l0_lock
+        self._graph = graph
+        self._graph_lock = graph_lock or threading.Lock()
         self._l2: dict[str, tuple[Value, int, Meta]] = {}
         #: version of each line known to be in L0
         self._durable: dict[str, int] = {}
@@ -54,6 +62,11 @@ class LayeredHome:
 
     def store(self, iri: str, value: Value, version: int, durable: bool, meta: Meta) -> None:
         self._l2[iri] = (value, version, meta)
+        if self._graph is not None:
+            # Values were checked as JSON-LD before they entered the protocol.
+            graph = (meta or {}).get("graph") or DEFAULT_GRAPH
+            with self._graph_lock:
+                self._graph.put_node(iri, value, graph, version)
         if durable and self._durable.get(iri, -1) < version:
             self._write_down(iri, value, version, meta, sync=True)
 

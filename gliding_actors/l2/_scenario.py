@@ -55,3 +55,8 @@ def _task_layers(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
 def _task_complete(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
     request = {"t": "task.complete", "task": step.args["task"], "status": step.args.get("status", "completed")}
     return MappedFuture(world.agent(step).submit_task(request), lambda r: {"flushed": r["flushed"]})
+
+
+@implements("query")
+def _query(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    return world.agent(step).submit_query(step.args["sparql"])

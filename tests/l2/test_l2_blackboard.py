@@ -79,3 +79,23 @@ def test_the_blackboard_scenarios_pass_under_50_seeds() -> None:
     assert len(files) >= 3
     assert main(["replay", *files, "--seeds", "0..49"]) == 0
     assert main(["replay", *files, "--runtime", "threads"]) == 0
+
+
+def test_sparql_is_coherent_confined_and_survives_a_restart(tmp_path: Path) -> None:
+    where = tmp_path / "memory"
+    query = "SELECT ?s WHERE { ?s a ?t } ORDER BY ?s"
+    with MemorySystem.open(where, runtime="sim") as memory:
+        pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+        pa.write("task:t", {"@type": "Task"}, graph="plan")
+        da.write("artifact:a", {"@type": "Artifact"}, graph="execution")  # dirty in da's cache
+        assert pa.query(query) == {"rows": [{"s": "task:t"}]}
+        assert da.query(query) == {"rows": [{"s": "artifact:a"}, {"s": "task:t"}]}
+        da.delete("artifact:a")
+        assert da.query(query) == {"rows": [{"s": "task:t"}]}
+        with pytest.raises(InvalidInput):
+            pa.write("task:bad", {"@context": "http://example.org/remote", "x": 1})
+        with pytest.raises(InvalidInput):
+            pa.query("SELECT {")
+    with MemorySystem.open(where, runtime="sim") as memory:
+        # The graph is rebuilt from L0 on open (the clean close flushed everything).
+        assert memory.agent("ca", "CA").query(query) == {"rows": [{"s": "task:t"}]}
