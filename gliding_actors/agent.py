@@ -169,10 +169,22 @@ class Agent:
         """Refuse a value the graph could not hold, before it enters the protocol."""
         self._system.graph.check_value(iri, value)
 
+    def _check_may_write(self, graph: str | None) -> None:
+        """A write needs the create or the update right on its graph.
+
+        The handle cannot tell a new line from an existing one before the
+        protocol runs, so either right admits the write; on the default matrix
+        the two always go together.
+        """
+        permissions = self._system.permissions
+        if not permissions.allowed(self._role, graph, "create"):
+            permissions.check(self._role, graph, "update")
+
     def submit_write(
         self, iri: str, value: dict[str, Any], *, tags: Iterable[str] | None = None, graph: str | None = None
     ) -> Future[WriteResult]:
         self._check_jsonld(_check_iri(iri), _check_object(value, "a line's value"))
+        self._check_may_write(_check_graph(graph))
         request = {
             "t": "store",
             "iri": _check_iri(iri),
@@ -210,6 +222,7 @@ class Agent:
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise InvalidInput(f"cas: version is an integer >= 0, not {version!r}")
         self._check_jsonld(_check_iri(iri), _check_object(value, "a line's value"))
+        self._check_may_write(_check_graph(graph))
         request = {
             "t": "cas",
             "iri": _check_iri(iri),

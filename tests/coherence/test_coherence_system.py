@@ -33,11 +33,11 @@ def test_a_write_is_seen_by_every_other_agent(memory: MemorySystem) -> None:
     absent = pa.read("plan:p")
     assert (absent["value"], absent["version"], absent["state"], absent["messages"]) == (None, 0, "E", 2)
     assert pa.read("plan:p")["messages"] == 0
-    first = pa.write("plan:p", {"goal": "JWT"}, graph="plan")
+    first = pa.write("plan:p", {"goal": "JWT"}, graph="shared")
     assert (first["version"], first["state"], first["policy"]) == (1, "M", "write_back")
     assert da.read("plan:p")["value"] == {"goal": "JWT"}
     assert ca.read("plan:p")["version"] == 1
-    second = da.write("plan:p", {"goal": "JWT", "alg": "RS256"}, graph="plan")
+    second = da.write("plan:p", {"goal": "JWT", "alg": "RS256"}, graph="shared")
     assert second["version"] == 2
     for agent in (pa, ca):
         got = agent.read("plan:p")
@@ -222,3 +222,18 @@ def test_every_completed_write_is_announced_on_the_bus(memory: MemorySystem) -> 
         {"iri": "plan:w", "version": 2, "agent": "da"},
         {"iri": "plan:w", "version": 3, "agent": "pa"},
     ]
+
+
+def test_a_write_outside_the_roles_graphs_is_refused_and_changes_nothing(memory: MemorySystem) -> None:
+    from gliding_actors import PermissionDenied
+
+    pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+    pa.write("task:p", {"goal": "g"}, graph="plan")
+    settle(memory)
+    before = memory.inspect("task:p")
+    with pytest.raises(PermissionDenied, match="DA"):
+        da.write("task:p", {"goal": "hijacked"}, graph="plan")
+    with pytest.raises(PermissionDenied):
+        da.cas("task:p", 1, {"goal": "hijacked"}, graph="plan")
+    settle(memory)
+    assert memory.inspect("task:p") == before
