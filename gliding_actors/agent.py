@@ -180,19 +180,28 @@ class Agent:
         if not permissions.allowed(self._role, graph, "create"):
             permissions.check(self._role, graph, "update")
 
+    def _write_request(
+        self, kind: str, iri: str, value: dict[str, Any], tags: Iterable[str] | None, graph: str | None
+    ) -> dict[str, Any]:
+        """Validate a write once (IRI, JSON object, JSON-LD, tags, graph, permission)
+        and build the cache request; raises before anything is sent."""
+        checked_iri = _check_iri(iri)
+        checked_value = _check_object(value, "a line's value")
+        checked_graph = _check_graph(graph)
+        self._check_jsonld(checked_iri, checked_value)
+        self._check_may_write(checked_graph)
+        return {
+            "t": kind,
+            "iri": checked_iri,
+            "value": checked_value,
+            "tags": _check_tags(tags),
+            "graph": checked_graph,
+        }
+
     def submit_write(
         self, iri: str, value: dict[str, Any], *, tags: Iterable[str] | None = None, graph: str | None = None
     ) -> Future[WriteResult]:
-        self._check_jsonld(_check_iri(iri), _check_object(value, "a line's value"))
-        self._check_may_write(_check_graph(graph))
-        request = {
-            "t": "store",
-            "iri": _check_iri(iri),
-            "value": _check_object(value, "a line's value"),
-            "tags": _check_tags(tags),
-            "graph": _check_graph(graph),
-        }
-        return self._line_op(iri, request)
+        return self._line_op(iri, self._write_request("store", iri, value, tags, graph))
 
     def write(
         self,
@@ -221,16 +230,8 @@ class Agent:
     ) -> Future[WriteResult]:
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise InvalidInput(f"cas: version is an integer >= 0, not {version!r}")
-        self._check_jsonld(_check_iri(iri), _check_object(value, "a line's value"))
-        self._check_may_write(_check_graph(graph))
-        request = {
-            "t": "cas",
-            "iri": _check_iri(iri),
-            "version": version,
-            "value": _check_object(value, "a line's value"),
-            "tags": _check_tags(tags),
-            "graph": _check_graph(graph),
-        }
+        request = self._write_request("cas", iri, value, tags, graph)
+        request["version"] = version
         return self._line_op(iri, request)
 
     def cas(

@@ -99,7 +99,7 @@ class _Entry(NamedTuple):
 # turns that off. Those keywords are refused before the text reaches
 # pyoxigraph. The scan blanks out what the SPARQL grammar treats as data —
 # string literals (with their escapes), IRI references and comments — and looks
-# for the keyword in what is left. pyoxigraph decodes \uXXXX escapes only
+# for the keyword in what is left. pyoxigraph decodes \u escapes (four hex digits) only
 # inside strings and IRIs (outside them they are a syntax error), so an escape
 # cannot spell the keyword. A false positive (a prefixed name such as
 # ``ex:a.service``) is a refusal, never a leak.
