@@ -15,13 +15,18 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from gliding_actors.bus import BUS_ACTOR
+import msgpack
+
+from gliding_actors.bus import BUS_ACTOR, HISTORY_GRAPH, MESSAGE_IRI_PREFIX
 from gliding_actors.coherence._hosting import cache_name, unpack_value
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, PermissionDenied
 from gliding_actors.l0 import is_valid_iri
-from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR
+from gliding_actors.l1._actor import session_actor_name, turn_request
+from gliding_actors.l1._archive import ARCHIVE_PREFIX, reload_turn
+from gliding_actors.l1._session import check_embedding
+from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, task_lines
 from gliding_actors.roles import ROLES
-from gliding_actors.runtime import CompletedFuture, Future, MappedFuture
+from gliding_actors.runtime import BaseFuture, ChainedFuture, CompletedFuture, Future, MappedFuture
 
 if TYPE_CHECKING:
     from gliding_actors.system import MemorySystem
@@ -56,6 +61,10 @@ class WriteResult(TypedDict):
 def _check_iri(iri: object) -> str:
     if not isinstance(iri, str) or not is_valid_iri(iri):
         raise InvalidInput(f"not a valid IRI (scheme:rest, no spaces or control characters): {iri!r}")
+    if iri.startswith(MESSAGE_IRI_PREFIX):  # the bus's kept messages are immutable nodes, not lines
+        raise InvalidInput(f"{iri!r} is a published message (read it with messages()), not a line")
+    if iri.startswith(ARCHIVE_PREFIX):  # L1's archived turns and sessions are immutable L0 nodes, not lines
+        raise InvalidInput(f"{iri!r} is an L1 session archive (read it with reload()), not a line")
     return iri
 
 
@@ -80,6 +89,11 @@ def _check_object(value: object, what: str) -> dict[str, Any]:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"{what} is not JSON-serialisable: {exc}") from exc
+    try:
+        # Values travel and are stored as msgpack: integers must fit in 64 bits.
+        msgpack.packb(value, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidInput(f"{what} cannot be stored (integers must fit in 64 bits): {exc}") from exc
     return value
 
 
@@ -96,6 +110,14 @@ class Agent:
         #: ops this handle has in flight per IRI: a read must not hit around them
         self._in_flight: dict[str, int] = {}
         self._in_flight_lock = threading.Lock()
+        #: which named graph each line is in (shared by every handle of the system)
+        self._line_graphs = system.line_graphs
+        #: the same map as a plain dict, for the hit path's one lookup
+        self._graph_map = system.line_graphs.graphs
+        self._default_graph = system.line_graphs.default_graph
+        #: graphs this role was found to be allowed to read; the matrix never
+        #: changes, so a graph, once here, stays (the hit path's second lookup)
+        self._readable: set[str] = set()
 
     @property
     def id(self) -> str:
@@ -143,6 +165,8 @@ class Agent:
         hit = self._view.get(iri)
         if hit is None or iri in self._in_flight:
             return None
+        if self._graph_map.get(iri, self._default_graph) not in self._readable:
+            self._check_may_read(iri)  # the first hit in a graph asks the matrix; may raise
         state, packed, version = hit
         return {"value": unpack_value(packed), "version": version, "state": state, "messages": 0}
 
@@ -152,7 +176,24 @@ class Agent:
         if hit is not None:
             return CompletedFuture(hit)
         _check_iri(iri)
-        return MappedFuture(self._line_op(iri, {"t": "load", "iri": iri}), _read_result)
+        self._check_may_read(iri)
+        return MappedFuture(self._line_op(iri, {"t": "load", "iri": iri}), self._read_answer)
+
+    def _read_answer(self, result: dict[str, Any]) -> ReadResult:
+        """Check the graph the data really came from before handing it over.
+
+        The check before sending used the registry; another agent's write may
+        have moved the line meanwhile. The copy stays in this agent's cache
+        (the protocol already ran) but its value is never returned.
+        """
+        graph = result.get("graph")
+        if graph is not None and result["value"] is not None and self._role != "system":
+            permissions = self._system.permissions
+            if not permissions.allowed(self._role, graph, "read"):
+                raise PermissionDenied(
+                    f"role {self._role} may not read in graph {graph!r} (line moved there while it was read)"
+                )
+        return _read_result(result)
 
     def read(self, iri: str, *, timeout: float | None = None) -> ReadResult:
         """The line's latest completed value and version, coherent with every agent's writes."""
@@ -169,16 +210,73 @@ class Agent:
         """Refuse a value the graph could not hold, before it enters the protocol."""
         self._system.graph.check_value(iri, value)
 
-    def _check_may_write(self, graph: str | None) -> None:
-        """A write needs the create or the update right on its graph.
+    # -- permissions: decided here, before anything is sent --------------------
+    def _require(self, action: str, graph: str, iri: str) -> None:
+        if not self._system.permissions.allowed(self._role, graph, action):
+            raise PermissionDenied(f"role {self._role} may not {action} in graph {graph!r} (line {iri})")
 
-        The handle cannot tell a new line from an existing one before the
-        protocol runs, so either right admits the write; on the default matrix
-        the two always go together.
+    def _check_may_read(self, iri: str) -> None:
+        """Raise :class:`PermissionDenied` unless this role may read ``iri``'s graph.
+
+        The one check every path that shows a node makes first: read (hit and
+        miss) today, and the project, search and context layers. The graph is
+        the line's current one (:class:`~gliding_actors.l2._registry.LineGraphs`;
+        ``shared`` for an IRI nobody wrote), so the answer needs no message.
         """
-        permissions = self._system.permissions
-        if not permissions.allowed(self._role, graph, "create"):
-            permissions.check(self._role, graph, "update")
+        graph = self._line_graphs.graph_of(iri)
+        if graph in self._readable:
+            return
+        self._require("read", graph, iri)
+        self._readable.add(graph)
+
+    def _check_may_write(self, iri: str, graph: str | None) -> str:
+        """Check a write or cas of ``iri`` into ``graph``; return the graph it will be in.
+
+        A line nobody wrote needs ``create`` on the target graph (``shared``
+        when the write names none). An existing line (a deleted one too: its
+        tombstone keeps its graph) needs ``update`` on its current graph and
+        stays there when the write names no graph; a write naming another
+        graph moves it there, which also needs ``create`` on the target: the
+        writer takes the node out of one graph's care and puts it in another's.
+        """
+        current = self._line_graphs.known(iri)
+        if graph is not None:
+            target = graph
+        else:
+            target = self._default_graph if current is None else current
+        if current is None:
+            self._require("create", target, iri)
+        else:
+            self._require("update", current, iri)
+            if target != current:
+                self._require("create", target, iri)
+        return target
+
+    def _recording(
+        self, iri: str, future: Future[Any], graph: str | None, *, keep: bool = False
+    ) -> Future[Any]:
+        """Record where line ``iri`` is once the write/cas/delete completes with a version.
+
+        ``graph`` is the write's (None: ``shared``); ``keep=True`` keeps the
+        line's graph instead (a delete: the tombstone stays where the line
+        was). Recorded from the done callback (an op nobody waits for) and
+        again, idempotently, when the caller takes the result, so the caller's
+        next op already sees it (a thread future wakes its waiter before it
+        runs its callbacks). A failed op records nothing.
+        """
+        line_graphs = self._line_graphs
+
+        def note(result: Any) -> Any:
+            where = line_graphs.graph_of(iri) if keep else graph  # None: the default graph
+            line_graphs.record(iri, where, int(result["version"]))
+            return result
+
+        def on_done(done: Any) -> None:
+            if isinstance(done, BaseFuture) and done.exception() is None:
+                note(done.result_now())
+
+        future.add_done_callback(on_done)
+        return MappedFuture(future, note)
 
     def _write_request(
         self, kind: str, iri: str, value: dict[str, Any], tags: Iterable[str] | None, graph: str | None
@@ -189,19 +287,22 @@ class Agent:
         checked_value = _check_object(value, "a line's value")
         checked_graph = _check_graph(graph)
         self._check_jsonld(checked_iri, checked_value)
-        self._check_may_write(checked_graph)
+        # The request always names the graph the line will be in, so a rewrite
+        # that names none leaves the line where it is.
+        target = self._check_may_write(checked_iri, checked_graph)
         return {
             "t": kind,
             "iri": checked_iri,
             "value": checked_value,
             "tags": _check_tags(tags),
-            "graph": checked_graph,
+            "graph": target,
         }
 
     def submit_write(
         self, iri: str, value: dict[str, Any], *, tags: Iterable[str] | None = None, graph: str | None = None
     ) -> Future[WriteResult]:
-        return self._line_op(iri, self._write_request("store", iri, value, tags, graph))
+        request = self._write_request("store", iri, value, tags, graph)
+        return self._recording(request["iri"], self._line_op(request["iri"], request), request["graph"])
 
     def write(
         self,
@@ -232,7 +333,7 @@ class Agent:
             raise InvalidInput(f"cas: version is an integer >= 0, not {version!r}")
         request = self._write_request("cas", iri, value, tags, graph)
         request["version"] = version
-        return self._line_op(iri, request)
+        return self._recording(request["iri"], self._line_op(request["iri"], request), request["graph"])
 
     def cas(
         self,
@@ -248,7 +349,10 @@ class Agent:
         return self.submit_cas(iri, version, value, tags=tags, graph=graph).get(timeout)
 
     def submit_delete(self, iri: str) -> Future[dict[str, Any]]:
-        return self._line_op(_check_iri(iri), {"t": "delete", "iri": iri})
+        """Needs the ``delete`` right on the line's graph; the tombstone stays in that graph."""
+        checked = _check_iri(iri)
+        self._require("delete", self._line_graphs.graph_of(checked), checked)
+        return self._recording(checked, self._line_op(checked, {"t": "delete", "iri": checked}), None, keep=True)
 
     def delete(self, iri: str, *, timeout: float | None = None) -> int:
         """Delete the line (a write of a tombstone); returns the new version."""
@@ -325,7 +429,16 @@ class Agent:
         self.submit_unlock(resource).get(timeout)
 
     def submit_task(self, request: dict[str, Any]) -> Future[dict[str, Any]]:
-        """A task-DAG request (``task.create``, ``task.depend``, ``task.layers``, ``task.complete``)."""
+        """A task-DAG request (``task.create``, ``task.depend``, ``task.layers``, ``task.complete``).
+
+        ``task.complete`` goes through :meth:`submit_complete_task`: it writes
+        the task's lines down before the task is marked finished.
+        """
+        if isinstance(request, dict) and request.get("t") == "task.complete":
+            task = request.get("task")
+            if not isinstance(task, str):
+                raise InvalidInput(f"task.complete: a task id is a string, not {task!r}")
+            return self.submit_complete_task(task, request.get("status", "completed"))
         return self._board_ask(request)
 
     def create_task(
@@ -342,10 +455,62 @@ class Agent:
         result: dict[str, Any] = self.submit_task({"t": "task.layers", "task": task}).get(timeout)
         return [list(layer) for layer in result["layers"]]
 
+    def submit_complete_task(self, task: str, status: str = "completed") -> Future[dict[str, Any]]:
+        """Write ``task``'s lines down to L0 in one batch, then mark it ``status``.
+
+        Answers ``{"flushed": lines written, "nodes": the task's lines,
+        "ready": tasks that became ready}``. The lines are those
+        :func:`~gliding_actors.l2._blackboard.task_lines` finds for the task's
+        subtree (docs/L2.md, "Completing a task"). Each step starts when the
+        one before answers, and nothing waits in between:
+
+        1. ``task.scope`` — a task that may not finish so (unknown, already
+           finished, unmet dependencies, bad status) is refused here with
+           :class:`~gliding_actors.errors.InvalidInput`: nothing is flushed;
+        2. recall every dirty line home, so the graph holds the lines still in
+           agents' caches;
+        3. find the task's lines (SPARQL over the graph);
+        4. flush exactly those (each shard writes its part as one L0 batch);
+        5. ``task.complete`` — only now is the task finished and its events
+           published: a completed (or failed) task's lines are durable.
+
+        A failure in steps 2–4 leaves the task pending (complete it again).
+        """
+        system = self._system
+        board = self._board_ask
+
+        def after_scope(scope: dict[str, Any]) -> Future[dict[str, Any]]:
+            def after_recall(_moved: int) -> Future[dict[str, Any]]:
+                lines = task_lines(system.graph, scope["tasks"], scope["nodes"])
+
+                def after_flush(flushed: int) -> Future[dict[str, Any]]:
+                    done = board({"t": "task.complete", "task": task, "status": status})
+                    return MappedFuture(
+                        done, lambda r: {"flushed": flushed, "nodes": lines, "ready": list(r["ready"])}
+                    )
+
+                return ChainedFuture(system.submit_flush(lines), after_flush)
+
+            return ChainedFuture(system.submit_recall(), after_recall)
+
+        return ChainedFuture(board({"t": "task.scope", "task": task, "status": status}), after_scope)
+
     def complete_task(self, task: str, status: str = "completed", *, timeout: float | None = None) -> list[str]:
-        """Mark ``task`` completed or failed; returns the tasks that became ready."""
-        result: dict[str, Any] = self.submit_task({"t": "task.complete", "task": task, "status": status}).get(timeout)
+        """Write ``task``'s lines down, then mark it completed or failed; returns the tasks that became ready.
+
+        See :meth:`submit_complete_task` (which also answers how many lines were written).
+        """
+        result: dict[str, Any] = self.submit_complete_task(task, status).get(timeout)
         return list(result["ready"])
+
+    def submit_attach_task(self, task: str, iris: Iterable[str]) -> Future[dict[str, Any]]:
+        if isinstance(iris, str):
+            raise InvalidInput("iris is a list of IRIs, not one string")
+        return self._board_ask({"t": "task.attach", "task": task, "iris": [_check_iri(i) for i in iris]})
+
+    def attach_to_task(self, task: str, iris: Iterable[str], *, timeout: float | None = None) -> None:
+        """Record lines as ``task``'s: completing the task writes them down with its other lines."""
+        self.submit_attach_task(task, iris).get(timeout)
 
     # -- coordination (MemoryBus) -------------------------------------------
     def submit_subscribe(self, topic: str) -> Future[None]:
@@ -365,20 +530,23 @@ class Agent:
         self.submit_unsubscribe(topic).get(timeout)
 
     def submit_publish(self, topic: str, message: dict[str, Any]) -> Future[dict[str, int]]:
-        return self._ask(
-            BUS_ACTOR,
-            {
-                "type": "publish",
-                "topic": _check_topic(topic),
-                "message": _check_object(message, "a published message"),
-                "publisher": self._id,
-            },
-        )
+        request = {
+            "type": "publish",
+            "topic": _check_topic(topic),
+            "message": _check_object(message, "a published message"),
+            "publisher": self._id,
+            "keep": True,
+        }
+        # the message becomes a node of ``shared`` (the history late readers see)
+        self._system.permissions.check(self._role, HISTORY_GRAPH, "create")
+        return self._ask(BUS_ACTOR, request)
 
     def publish(self, topic: str, message: dict[str, Any], *, timeout: float | None = None) -> int:
         """Publish ``message`` (a JSON object) on ``topic``; returns its sequence number.
 
-        When this returns, every current subscriber's inbox holds the message.
+        When this returns, every current subscriber's inbox holds the message,
+        and it is kept in L2 (graph ``shared``) for late readers:
+        :meth:`messages`, or SPARQL over ``ga:Message`` nodes.
         """
         result: dict[str, int] = self.submit_publish(topic, message).get(timeout)
         return result["seq"]
@@ -393,6 +561,151 @@ class Agent:
         """
         events: list[dict[str, Any]] = self.submit_inbox().get(timeout)
         return events
+
+    def submit_messages(
+        self, topic: str, since_seq: int = 0, limit: int | None = None
+    ) -> Future[list[dict[str, Any]]]:
+        if isinstance(since_seq, bool) or not isinstance(since_seq, int) or since_seq < 0:
+            raise InvalidInput(f"since_seq is an integer >= 0, not {since_seq!r}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidInput(f"limit is an integer >= 0 or None, not {limit!r}")
+        request = {"type": "history", "topic": _check_topic(topic), "since_seq": since_seq, "limit": limit}
+        self._system.permissions.check(self._role, HISTORY_GRAPH, "read")
+        return self._ask(BUS_ACTOR, request)
+
+    def messages(
+        self, topic: str, since_seq: int = 0, limit: int | None = None, *, timeout: float | None = None
+    ) -> list[dict[str, Any]]:
+        """The messages kept on ``topic`` with ``seq > since_seq`` (at most ``limit``), in publish order.
+
+        For a late reader: what was published before it subscribed, or while
+        it did not drain its inbox. Each item is an inbox event plus
+        ``published_at`` (the clock's seconds). Needs the read right on
+        ``shared`` (everyone has it by default); asked of the bus, so it sees
+        every publish this handle made before. Page with ``since_seq`` = the
+        last ``seq`` seen.
+        """
+        events: list[dict[str, Any]] = self.submit_messages(topic, since_seq, limit).get(timeout)
+        return events
+
+    # -- L1 session (summary chain under a token budget; docs/L1.md) -----------------
+    def _session_ask(self, request: dict[str, Any]) -> Future[Any]:
+        return self._ask(session_actor_name(self._id), request)
+
+    def submit_turn(
+        self,
+        summary: str,
+        *,
+        thought: str = "",
+        content: str = "",
+        role: str = "assistant",
+        supplement: bool = False,
+        relevance: float | None = None,
+        tokens: int | None = None,
+        cites: Iterable[str] | dict[str, int] | None = None,
+        embedding: Iterable[float] | None = None,
+    ) -> Future[dict[str, Any]]:
+        """Record one LLM turn; see :meth:`turn`. Bad arguments raise before anything is sent."""
+        request = turn_request(
+            summary=summary,
+            thought=thought,
+            content=content,
+            role=role,
+            supplement=supplement,
+            relevance=relevance,
+            tokens=tokens,
+            cites=cites,
+            embedding=embedding,
+            line_graphs=self._line_graphs,
+        )
+        return self._session_ask(request)
+
+    def turn(
+        self,
+        summary: str,
+        *,
+        thought: str = "",
+        content: str = "",
+        role: str = "assistant",
+        supplement: bool = False,
+        relevance: float | None = None,
+        tokens: int | None = None,
+        cites: Iterable[str] | dict[str, int] | None = None,
+        embedding: Iterable[float] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Archive ``thought`` and ``content`` to L0 and append ``summary`` to this agent's chain.
+
+        ``role`` is the LLM message role the summary renders with;
+        ``relevance`` (0..1) is the turn's relevance to the current task
+        (default 0.5); ``supplement`` shields it from the hard-threshold
+        phase; ``tokens`` overrides the counted cost (replaying recorded
+        traces); ``cites`` names the lines the turn relied on (a later write
+        to one marks it stale). Returns ``{archive_iri, evicted, tokens,
+        turn_tokens, seq, counter}``: ``tokens`` is the chain's total after
+        eviction, ``counter`` the token counter that produced it.
+        """
+        result: dict[str, Any] = self.submit_turn(
+            summary,
+            thought=thought,
+            content=content,
+            role=role,
+            supplement=supplement,
+            relevance=relevance,
+            tokens=tokens,
+            cites=cites,
+            embedding=embedding,
+        ).get(timeout)
+        return result
+
+    def submit_session(self) -> Future[dict[str, Any]]:
+        return self._session_ask({"t": "session"})
+
+    def session(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """This agent's chain: ``{turns, summaries, tokens, weak_refs, counter, budget, query}``."""
+        result: dict[str, Any] = self.submit_session().get(timeout)
+        return result
+
+    def session_messages(self, *, timeout: float | None = None) -> list[dict[str, str]]:
+        """The chain as LLM chat messages (``{"role", "content"}``), oldest first."""
+        result: list[dict[str, str]] = self._session_ask({"t": "messages"}).get(timeout)
+        return result
+
+    def handoff(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """A hand-off text of this agent's session for another agent: ``{text, tokens, counter, iris, weak_refs}``."""
+        result: dict[str, Any] = self._session_ask({"t": "handoff"}).get(timeout)
+        return result
+
+    def set_query(
+        self, embedding: Iterable[float] | None = None, *, text: str | None = None, timeout: float | None = None
+    ) -> list[str]:
+        """Compare turns to this query (cosine) instead of their given relevance; None clears it.
+
+        ``text`` needs an embedder (issue 8); returns the archive IRIs evicted.
+        """
+        request: dict[str, Any] = {"t": "query"}
+        if embedding is not None:
+            request["embedding"] = list(check_embedding(embedding, "a query embedding"))
+        if text is not None:
+            if not isinstance(text, str) or not text.strip():
+                raise InvalidInput(f"a query text is a non-empty string, not {text!r}")
+            request["text"] = text
+        result: dict[str, Any] = self._session_ask(request).get(timeout)
+        return list(result["evicted"])
+
+    def close_session(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """Archive this session's node to L0 and start a new, empty chain: ``{session_iri, blocks, tokens, counter}``."""
+        result: dict[str, Any] = self._session_ask({"t": "close"}).get(timeout)
+        return result
+
+    def reload(self, iri: str) -> dict[str, Any]:
+        """The full archived turn (thought, content, summary, ...) or closed session at ``iri``, from L0.
+
+        Any agent may reload any archive: a hand-off names IRIs for its
+        receiver to reload. An IRI that is not an archive, or that holds
+        nothing, is :class:`~gliding_actors.errors.InvalidInput`.
+        """
+        return reload_turn(self._system.l0, iri)
 
     def __repr__(self) -> str:
         return f"<Agent {self._id!r} role={self._role}>"

@@ -11,21 +11,70 @@ Two kinds of subscriber, because the system has two kinds of listener:
 One actor orders every publish, so "publish order" is one global order (the
 ``seq`` it hands out), and each subscriber receives events in that order — for
 actors through the runtime's per-pair FIFO, for mailboxes by construction.
-Topics are matched exactly. The bus keeps no history: a subscriber sees what is
-published after it subscribed.
+Topics are matched exactly. A subscription delivers what is published after
+it; what came before is read back from the **history**:
+
+* A publish with ``keep: true`` (every ``Agent.publish``; not the system's own
+  notifications such as ``line.changed``, ``task.events``, ``agent.stale``)
+  also becomes a node of the L2 graph, in named graph ``shared``, at
+  ``urn:gliding-actors:message:<seq>`` — an IRI made from the bus's own
+  number, never from user text. The node is ``{"@type": "Message", "topic",
+  "seq", "publisher", "publishedAt", "payload"}``; ``publishedAt`` is the
+  injected clock's seconds; the payload is a JSON literal (``@json``,
+  ``rdf:JSON``), so whatever it holds — ``@id``, ``@graph``, ``@context``,
+  ``@reverse`` — is data, never JSON-LD: it cannot put a triple anywhere but
+  on its own node. SPARQL finds messages by topic, seq, publisher and time
+  (and ``CONTAINS`` over the payload's JSON text).
+* The node is written before the message is delivered or acknowledged, in the
+  same handler, so a publish either happened everywhere (history, mailboxes,
+  push) or, refused with ``InvalidInput``, nowhere: its ``seq`` is not used.
+* The nodes never change, so they need no coherence: the bus writes them
+  straight into the graph under the graph lock the directories use. They are
+  not written to L0 — the history lives as long as L2 does (the memory is
+  open); a message worth keeping durably is written as a line.
+* ``history {topic, since_seq, limit}`` lists a topic's kept messages with
+  ``seq > since_seq`` in publish order, read from the nodes the bus wrote
+  (its own per-topic index of seqs, the values from the graph's node cache):
+  a triple some line asserts about a message IRI cannot change what a late
+  reader is told. Agents ask through ``Agent.messages``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import bisect
+import threading
+from typing import TYPE_CHECKING, Any
+
+import msgpack
 
 from gliding_actors.errors import InvalidInput
 from gliding_actors.runtime import Context
 
-__all__ = ["BUS_ACTOR", "MemoryBus"]
+if TYPE_CHECKING:
+    from gliding_actors.l2._graph import GraphStore
+
+__all__ = ["BUS_ACTOR", "HISTORY_GRAPH", "MESSAGE_IRI_PREFIX", "MemoryBus", "message_iri"]
 
 BUS_ACTOR = "bus"
 """The registered name of the bus actor in a :class:`~gliding_actors.MemorySystem`."""
+
+#: Kept messages live in this named graph (everyone reads it).
+HISTORY_GRAPH = "shared"
+#: Kept message ``seq`` is node ``MESSAGE_IRI_PREFIX + str(seq)``; lines may not use the prefix.
+MESSAGE_IRI_PREFIX = "urn:gliding-actors:message:"
+
+
+def message_iri(seq: int) -> str:
+    """The IRI of kept message number ``seq``."""
+    return MESSAGE_IRI_PREFIX + str(int(seq))
+
+
+def _private_copy(value: Any) -> Any:
+    """A deep copy through msgpack: what the bus keeps is never the caller's object."""
+    try:
+        return msgpack.unpackb(msgpack.packb(value, use_bin_type=True), raw=False)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidInput(f"a published message must be plain data: {exc}") from None
 
 
 def _topic(message: dict[str, Any]) -> str:
@@ -40,15 +89,40 @@ class MemoryBus:
 
     - ``subscribe`` ``{topic, subscriber, mode: "mailbox"|"push"}`` → ``None``
     - ``unsubscribe`` ``{topic, subscriber}`` → ``None``
-    - ``publish`` ``{topic, message: object, publisher}`` → ``{"seq", "delivered"}``
+    - ``publish`` ``{topic, message: object, publisher, keep?}`` → ``{"seq", "delivered"}``
     - ``drain`` ``{subscriber}`` → list of events (publish order), mailbox emptied
+    - ``history`` ``{topic, since_seq?, limit?}`` → kept events with ``seq >
+      since_seq``, publish order, each with ``published_at``
+
+    ``graph`` (and the lock every writer of it holds) is where kept messages
+    go; a bus without one keeps no history (``keep`` is ignored). A bus built
+    over a graph that already holds messages (its actor restarted) rebuilds its
+    index from them and numbers on from the last one.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, graph: GraphStore | None = None, graph_lock: threading.Lock | None = None) -> None:
         #: topic -> subscriber -> mode ("mailbox" | "push"), in subscription order
         self._subscribers: dict[str, dict[str, str]] = {}
         self._mailboxes: dict[str, list[dict[str, Any]]] = {}
         self._seq = 0
+        self._graph = graph
+        self._graph_lock = graph_lock if graph_lock is not None else threading.Lock()
+        #: topic -> seqs of its kept messages, ascending
+        self._history: dict[str, list[int]] = {}
+        if graph is not None:
+            self._recover(graph)
+
+    def _recover(self, graph: GraphStore) -> None:
+        with self._graph_lock:
+            kept = [graph.node(iri) for iri in graph.iris_in(HISTORY_GRAPH) if iri.startswith(MESSAGE_IRI_PREFIX)]
+        for node in kept:
+            if node is None or node.value is None:
+                continue
+            seq = int(node.value["seq"])
+            self._history.setdefault(str(node.value["topic"]), []).append(seq)
+            self._seq = max(self._seq, seq)
+        for seqs in self._history.values():
+            seqs.sort()
 
     def receive(self, message: Any, ctx: Context) -> Any:
         if not isinstance(message, dict):
@@ -67,6 +141,8 @@ class MemoryBus:
             events = self._mailboxes.get(subscriber, [])
             self._mailboxes[subscriber] = []
             return events
+        if kind == "history":
+            return self._read_history(message)
         raise InvalidInput(f"unknown bus message type {kind!r}")
 
     def _subscribe(self, message: dict[str, Any]) -> None:
@@ -86,12 +162,21 @@ class MemoryBus:
         body = message.get("message")
         if not isinstance(body, dict):
             raise InvalidInput(f"a published message is an object, not {type(body).__name__}")
-        self._seq += 1
+        keep = message.get("keep", False)
+        if type(keep) is not bool:
+            raise InvalidInput(f"publish: keep is true or false, not {keep!r}")
+        publisher = message.get("publisher")
+        if publisher is not None and not isinstance(publisher, str):
+            raise InvalidInput(f"a publisher is an agent id or null, not {publisher!r}")
+        seq = self._seq + 1
+        if keep and self._graph is not None:
+            self._keep(self._graph, seq, topic, publisher, ctx.clock.now(), body)  # raises having written nothing
+        self._seq = seq
         event = {
             "type": "bus.event",
             "topic": topic,
-            "seq": self._seq,
-            "publisher": message.get("publisher"),
+            "seq": seq,
+            "publisher": publisher,
             "message": body,
         }
         subscribers = self._subscribers.get(topic, {})
@@ -101,3 +186,55 @@ class MemoryBus:
             else:
                 self._mailboxes[subscriber].append(event)
         return {"seq": self._seq, "delivered": len(subscribers)}
+
+    # -- history -----------------------------------------------------------------
+    def _keep(
+        self, graph: GraphStore, seq: int, topic: str, publisher: str | None, now: float, body: dict[str, Any]
+    ) -> None:
+        """Write message ``seq`` as a node of the history graph (see the module docstring)."""
+        node: dict[str, Any] = {
+            "@type": "Message",
+            "topic": topic,
+            "seq": seq,
+            "publishedAt": now,
+            # A JSON literal: the payload is data, never read as JSON-LD.
+            "payload": {"@value": _private_copy(body), "@type": "@json"},
+        }
+        if publisher is not None:
+            node["publisher"] = publisher
+        with self._graph_lock:
+            graph.put_node(message_iri(seq), node, HISTORY_GRAPH, 1)
+        self._history.setdefault(topic, []).append(seq)
+
+    def _read_history(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+        topic = _topic(message)
+        since = message.get("since_seq", 0)
+        limit = message.get("limit")
+        if isinstance(since, bool) or not isinstance(since, int) or since < 0:
+            raise InvalidInput(f"since_seq is an integer >= 0, not {since!r}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidInput(f"limit is an integer >= 0 or null, not {limit!r}")
+        graph = self._graph
+        if graph is None:
+            return []
+        seqs = self._history.get(topic, [])
+        start = bisect.bisect_right(seqs, since)
+        chosen = seqs[start:] if limit is None else seqs[start : start + limit]
+        events: list[dict[str, Any]] = []
+        for seq in chosen:
+            node = graph.node(message_iri(seq))
+            if node is None or node.value is None:
+                continue
+            value = node.value
+            events.append(
+                {
+                    "type": "bus.event",
+                    "topic": topic,
+                    "seq": seq,
+                    "publisher": value.get("publisher"),
+                    # a private copy: the node's value is never handed out
+                    "message": _private_copy(value["payload"]["@value"]),
+                    "published_at": value["publishedAt"],
+                }
+            )
+        return events

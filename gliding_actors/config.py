@@ -27,6 +27,7 @@ __all__ = [
     "Config",
     "L0Config",
     "L1Config",
+    "L2Config",
     "RuntimeConfig",
 ]
 
@@ -82,6 +83,48 @@ class L1Config:
     beta: float = dataclasses.field(default=0.6, metadata=_range(0.0, 1.0))
     w_recency: float = dataclasses.field(default=0.5, metadata=_range(0.0))
     w_cost: float = dataclasses.field(default=0.5, metadata=_range(0.0))
+    #: Token counter (gliding_actors.l1._tokens): ``auto`` (the bundled BPE when the
+    #: ``tokens`` extra is installed, else ``estimate-v1``), ``cl100k_base`` or ``estimate-v1``.
+    counter: str = dataclasses.field(default="auto", metadata={"parse": lambda raw, path, _base: _l1_counter(raw, path)})
+    #: Per agent role overrides of the keys above, e.g. ``{DA: {token_budget: 4000}}``
+    #: (read by :class:`gliding_actors.l1.EvictionPolicy`). Not hashed (a mapping).
+    roles: Mapping[str, Mapping[str, Any]] = dataclasses.field(
+        default_factory=dict, hash=False, metadata={"parse": lambda raw, path, base: _l1_roles(raw, path, base)}
+    )
+
+
+def _l1_counter(raw: Any, path: tuple[str, ...]) -> str:
+    from gliding_actors.errors import InvalidInput
+    from gliding_actors.l1._tokens import COUNTERS, get_counter  # l1 imports l0, which imports this module
+
+    if raw not in COUNTERS:
+        raise ConfigError(f"{'.'.join(path)} must be one of {', '.join(COUNTERS)}, not {raw!r}", path=path)
+    try:
+        get_counter(raw)  # a counter this machine lacks is refused here, not when an agent starts
+    except InvalidInput as exc:
+        raise ConfigError(f"{'.'.join(path)}: {exc}", path=path) from None
+    return str(raw)
+
+
+def _l1_roles(raw: Any, path: tuple[str, ...], base: Any) -> dict[str, dict[str, Any]]:
+    from gliding_actors.l1._policy import parse_role_overrides
+
+    return parse_role_overrides(raw, path, base)
+
+
+@dataclasses.dataclass(frozen=True)
+class L2Config:
+    """The L2 node map (read by :class:`~gliding_actors.coherence._home.LayeredHome`)."""
+
+    #: Nodes the L2 node map holds, split evenly across the directory shards
+    #: (at least one each). Past it the least recently used clean node is
+    #: dropped (reloaded from L0 on its next miss); dirty nodes are written
+    #: down to L0 first. The SPARQL graph is not bounded by it (docs/L2.md).
+    node_capacity: int = dataclasses.field(default=100_000, metadata=_range(1))
+    #: Keep the SPARQL graph in an on-disk Oxigraph store under ``<memory>/l2``
+    #: instead of in memory (for graphs larger than RAM). Either way it is
+    #: rebuilt from L0 when the memory opens: L0 is the durable layer.
+    graph_on_disk: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +137,34 @@ class AgentsConfig:
     lock_lease_s: float = dataclasses.field(default=60.0, metadata=_range(0.001))
 
 
+def _permission_cells(
+    raw: Any, path: tuple[str, ...], base: Mapping[str, Mapping[str, str]] | None
+) -> dict[str, dict[str, str]]:
+    """Validate permission overrides and lay them over ``base``'s (a merged config).
+
+    The table's own validator does the checking, so a config and
+    :meth:`PermissionMatrix.from_dict` accept exactly the same shapes; its
+    errors name the key path from the top-level ``permissions`` key, which is
+    where this field lives (``path``). Letters come back in ``crud`` order.
+    """
+    # Imported here: gliding_actors.l2 imports l0, which imports this module.
+    from gliding_actors.l2._permissions import PermissionMatrix
+
+    assert path == ("permissions",), path
+    cells = PermissionMatrix.from_dict(raw).to_dict()
+    if "system" in cells:
+        # The library's own role: a config that could lock it out of a graph
+        # would leave data nobody may repair.
+        raise ConfigError(
+            "permissions.system: the system role may do anything; its rights are not configurable",
+            path=(*path, "system"),
+        )
+    merged = {role: dict(graphs) for role, graphs in (base or {}).items()}
+    for role, graphs in cells.items():
+        merged.setdefault(role, {}).update(graphs)
+    return {role: dict(sorted(merged[role].items())) for role in sorted(merged)}
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     """The whole configuration; every section has working defaults."""
@@ -102,7 +173,17 @@ class Config:
     coherence: CoherenceConfig = dataclasses.field(default_factory=CoherenceConfig)
     l0: L0Config = dataclasses.field(default_factory=L0Config)
     l1: L1Config = dataclasses.field(default_factory=L1Config)
+    l2: L2Config = dataclasses.field(default_factory=L2Config)
     agents: AgentsConfig = dataclasses.field(default_factory=AgentsConfig)
+    #: Changes to the default permission table (docs/L2.md, "Permissions"),
+    #: read by :class:`~gliding_actors.system.MemorySystem`:
+    #: ``{role: {graph: "crud letters"}}``. Each named cell replaces the
+    #: default's (``""`` revokes it; ``"*"`` is any graph without a cell of its
+    #: own); cells not named keep their default; ``system`` may do anything
+    #: and has no row here. Not hashed (a mapping).
+    permissions: Mapping[str, Mapping[str, str]] = dataclasses.field(
+        default_factory=dict, hash=False, metadata={"parse": _permission_cells}
+    )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Config:
@@ -168,6 +249,8 @@ def _build(cls: type[T], data: Mapping[str, Any], path: tuple[str, ...], base: T
         sub_path = (*path, name)
         if dataclasses.is_dataclass(hint):
             values[name] = _build(typing.cast(type[Any], hint), raw, sub_path, base=current)
+        elif "parse" in field.metadata:  # a key with a shape of its own: parse(raw, path, base)
+            values[name] = field.metadata["parse"](raw, sub_path, current)
         else:
             values[name] = _coerce(hint, raw, sub_path, field.metadata.get("range"))
     if base is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -28,7 +28,7 @@ from gliding_actors.agent import ROLES, Agent
 from gliding_actors.bus import BUS_ACTOR, MemoryBus
 from gliding_actors.clock import Clock, VirtualClock
 from gliding_actors.coherence._cache import CacheController
-from gliding_actors.coherence._home import DEFAULT_GRAPH, LayeredHome
+from gliding_actors.coherence._home import DEFAULT_GRAPH, L2Stats, LayeredHome
 from gliding_actors.coherence._hosting import (
     CacheActor,
     DirectoryActor,
@@ -38,12 +38,14 @@ from gliding_actors.coherence._hosting import (
 )
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.config import Config
-from gliding_actors.errors import ActorUnavailable, InvalidInput
+from gliding_actors.errors import ActorCrashed, ActorUnavailable, InvalidInput
 from gliding_actors.l0 import L0Store
+from gliding_actors.l1 import is_archive_iri, start_session
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor
 from gliding_actors.l2._graph import GraphStore
 from gliding_actors.l2._permissions import PermissionMatrix
-from gliding_actors.runtime import Future, GatheredFuture, Runtime, create_runtime
+from gliding_actors.l2._registry import LineGraphs
+from gliding_actors.runtime import Future, GatheredFuture, Runtime, Simulator, ThreadsRuntime, create_runtime
 
 __all__ = ["MemorySystem"]
 
@@ -57,19 +59,29 @@ class MemorySystem:
         self._path = path
         self._owns_path = owns_path
         self._agents: dict[str, Agent] = {}
+        #: IRIs whose newest write died with the process this memory was reopened after
+        self.lost_in_crash: list[str] = []
         self._lock = threading.Lock()
         self._closed = False
         self._l0 = L0Store(str(path / "l0"), clock=runtime.clock, config=config.l0)
         self._l0_lock = threading.Lock()
-        self.graph = GraphStore()
+        self.graph = GraphStore(path / "l2" if config.l2.graph_on_disk else None)
         self._graph_lock = threading.Lock()
-        self.permissions = PermissionMatrix.default()
+        #: the role x graph rights: the default table with ``config.permissions`` laid over it
+        self.permissions = PermissionMatrix.default().merged(config.permissions)
+        #: which named graph each line is in, for the agent handles' permission checks
+        self.line_graphs = LineGraphs(DEFAULT_GRAPH)
         for entry in self._l0.query():  # the graph is rebuilt from what L0 holds
+            if is_archive_iri(entry.iri):  # L1's archived turns are L0-only nodes, not lines
+                continue
             self.graph.put_node(entry.iri, entry.content, entry.named_graph or DEFAULT_GRAPH, entry.version)
+            self.line_graphs.record(entry.iri, entry.named_graph or DEFAULT_GRAPH, entry.version)
         self.board = SnapshotBoard()
         self.directories = tuple(f"dir:{i}" for i in range(config.coherence.directory_shards))
+        #: each shard's home, kept across restarts of its directory actor
+        self._homes: dict[str, LayeredHome] = {}
         try:
-            runtime.spawn(BUS_ACTOR, MemoryBus)
+            runtime.spawn(BUS_ACTOR, lambda: MemoryBus(self.graph, self._graph_lock))
             agents_config = config.agents
             runtime.spawn(
                 BLACKBOARD_ACTOR,
@@ -79,7 +91,7 @@ class MemorySystem:
                 ),
             )
             for name in self.directories:
-                runtime.spawn(name, self._directory_factory(name))
+                runtime.spawn(name, self._directory_factory(name), restart=True)
         except BaseException:
             self._l0.close()
             raise
@@ -175,14 +187,34 @@ class MemorySystem:
                     raise InvalidInput(f"agent {agent_id!r} already has role {existing.role}, not {role}")
                 return existing
             self._spawn_cache(agent_id)
+            start_session(self, agent_id, role)  # L1: the agent's summary chain
             self._runtime.lookup(BLACKBOARD_ACTOR).ask({"t": "register", "agent": agent_id, "role": role}).get()
             handle = Agent(self, agent_id, role)
             self._agents[agent_id] = handle
             return handle
 
     def _directory_factory(self, name: str) -> Callable[[], DirectoryActor]:
+        """Build the shard's actor; on a restart, over the same home.
+
+        The home is L2 (the node map and the graph), a layer of its own: a
+        crashed directory loses only its protocol state, and the rebuilt one
+        asks every agent cache what it holds before serving again.
+        """
+        home = self._homes.get(name)
+        if home is None:
+            # L2's node capacity is split evenly, at least one line per shard: a
+            # shard drops only its own lines, so no actor touches another's map.
+            capacity = max(1, self._config.l2.node_capacity // len(self.directories))
+            home = self._homes[name] = LayeredHome(
+                self._l0, self._l0_lock, self.graph, self._graph_lock, capacity=capacity
+            )
+        built = 0
+
         def build() -> DirectoryActor:
-            return DirectoryActor(name, LayeredHome(self._l0, self._l0_lock, self.graph, self._graph_lock))
+            nonlocal built
+            built += 1
+            caches = None if built == 1 else tuple(cache_name(a) for a in sorted(self.agents()))
+            return DirectoryActor(name, home, recover_from=caches)
 
         return build
 
@@ -191,14 +223,20 @@ class MemorySystem:
         coherence = self._config.coherence
         board = self.board
 
+        built = 0
+
         def build() -> CacheActor:
+            nonlocal built
+            built += 1
             board.clear(agent_id)
             controller = CacheController(
                 name, self.directory_for, coherence.cache_lines, coherence.critical_tags
             )
-            return CacheActor(agent_id, controller, board)
+            # Rebuilt after a crash: the directories must first forget its old copies.
+            reclaim = self.directories if built > 1 else ()
+            return CacheActor(agent_id, controller, board, reclaim_from=reclaim)
 
-        self._runtime.spawn(name, build)
+        self._runtime.spawn(name, build, restart=True)
 
     def directory_for(self, iri: str) -> str:
         """The directory shard that is home of ``iri``."""
@@ -210,6 +248,10 @@ class MemorySystem:
     def l0(self) -> L0Store:
         """The durable store (reads are safe from any thread)."""
         return self._l0
+
+    def l2_stats(self) -> dict[str, L2Stats]:
+        """Each directory shard's L2 node map: capacity, size and counters (``LayeredHome.stats``)."""
+        return {name: home.stats() for name, home in sorted(self._homes.items())}
 
     # -- system-wide operations --------------------------------------------------
     def submit_inspect(self, iri: str) -> Future[dict[str, Any]]:
@@ -239,6 +281,15 @@ class MemorySystem:
     def inspect(self, iri: str, *, timeout: float | None = None) -> dict[str, Any]:
         return self.submit_inspect(iri).get(timeout)
 
+    def may_read(self, role: str, iri: str) -> bool:
+        """May ``role`` read line ``iri`` (in its current named graph, ``shared`` if unknown)?
+
+        The one question every read-like path asks before it shows a node:
+        read, and the later project, search and context layers. Unknown roles
+        are ``InvalidInput``, never False.
+        """
+        return self.permissions.allowed(role, self.line_graphs.graph_of(iri), "read")
+
     def readable_graphs(self, role: str) -> list[str]:
         """The named graphs holding data that ``role`` may read."""
         with self._graph_lock:
@@ -260,19 +311,161 @@ class MemorySystem:
         result: dict[str, dict[str, Any]] = self.submit_team().get(timeout)["agents"]
         return result
 
-    def submit_flush(self) -> Future[int]:
+    def submit_flush(self, iris: Iterable[str] | None = None) -> Future[int]:
         """Write down to L0 every line newer in a cache or in L2 than in L0.
 
         Each directory first recalls the dirty lines agents hold (they keep an
-        S copy), then writes its home's newer lines to L0 with sync.
+        S copy), then writes its home's newer lines to L0 with sync, as one
+        batch. ``iris`` limits this to those lines (a task's, when it
+        completes): each shard is asked only about the lines it is home of, and
+        a shard with none is not asked. Answers how many lines were written.
         """
         rt = self._runtime
-        parts = [rt.lookup(name).ask({"t": "flush", "iris": None}) for name in self.directories]
+        if iris is None:
+            scope: dict[str, list[str] | None] = dict.fromkeys(self.directories)
+        else:
+            if isinstance(iris, str):
+                raise InvalidInput("flush: iris is a list of IRIs, not one string")
+            scope = {}
+            for iri in sorted(set(iris)):
+                if not isinstance(iri, str) or not iri:
+                    raise InvalidInput(f"flush: an IRI is a non-empty string, not {iri!r}")
+                shard = scope.setdefault(self.directory_for(iri), [])
+                assert shard is not None
+                shard.append(iri)
+        parts = [rt.lookup(name).ask({"t": "flush", "iris": part}) for name, part in scope.items()]
         return GatheredFuture(parts, lambda written: sum(len(w) for w in written))
 
     def flush(self, *, timeout: float | None = None) -> int:
         """Blocking :meth:`submit_flush`; returns how many lines were written."""
         return self.submit_flush().get(timeout)
+
+    # -- fault injection ----------------------------------------------------
+    def quiesce(self, timeout: float | None = None) -> None:
+        """Wait until no message is in flight (on ``sim``: deliver them all now)."""
+        rt = self._runtime
+        if isinstance(rt, Simulator):
+            rt.run_until_quiescent()
+        elif isinstance(rt, ThreadsRuntime):
+            rt.wait_quiescent(timeout)
+
+    def _durable_version(self, iri: str) -> int:
+        entry = self._l0.retrieve(iri, touch=False)
+        return entry.version if entry is not None else self._l0.retrieve_version(iri)
+
+    def _home_version(self, iri: str) -> int:
+        held = self._homes[self.directory_for(iri)].peek(iri)
+        return int(held["version"]) if held is not None else self._durable_version(iri)
+
+    def crash(self, target: str, *, timeout: float | None = None) -> dict[str, Any]:
+        """Crash one actor on purpose and wait until the system serves again.
+
+        For tests and scenario replay (op ``crash``). Messages in flight are
+        delivered first, so the crash falls between protocol transactions;
+        crashes in the middle of one are the fault-injection work of issue 11.
+
+        * ``agent:ID``: the agent's cache crashes and restarts empty; every
+          directory forgets its copies, so the last version home holds comes
+          back. Returns ``{"lost": [IRIs]}``: the lines whose only newest copy
+          (a write-back write in M) died with it.
+        * ``directory`` (every shard) or a shard name (``dir:0``): the directory
+          crashes and rebuilds its sharers and owners from the agent caches
+          before serving again; home (L2) and the caches keep every value, so
+          nothing is lost. Returns ``{"lost": [], "notes": [...]}``.
+
+        A whole process is :meth:`crash_process`. Other targets are
+        ``InvalidInput`` and change nothing.
+        """
+        if self._closed:
+            raise ActorUnavailable("the memory system is closed")
+        if not isinstance(target, str):
+            raise InvalidInput(f"a crash target is a string, not {target!r}")
+        if target.startswith("agent:"):
+            agent_id = target.removeprefix("agent:")
+            if agent_id not in self.agents():
+                raise InvalidInput(f"crash: no agent {agent_id!r} (agents: {', '.join(sorted(self.agents()))})")
+            victims = [cache_name(agent_id)]
+        elif target == "directory":
+            victims = list(self.directories)
+        elif target in self.directories:
+            victims = [target]
+        else:
+            raise InvalidInput(
+                f"crash target {target!r}: this build crashes 'agent:ID', 'directory' or one of "
+                f"{', '.join(self.directories)} here, and a whole process with crash_process()"
+            )
+        wait = self._runtime.ask_timeout_s if timeout is None else timeout
+        self.quiesce(wait)
+        lost: list[str] = []
+        if target.startswith("agent:"):
+            view = self.board.holders().get(target.removeprefix("agent:"), {})
+            lost = sorted(
+                iri for iri, (state, _value, version) in view.items() if state == "M" and version > self._home_version(iri)
+            )
+        for name in victims:
+            try:
+                self._runtime.lookup(name).ask({"t": "crash"}).get(wait)
+            except ActorCrashed:
+                pass  # what we asked for
+        self.quiesce(wait)
+        for iri in lost:  # the registry recorded the lost write; home's version is the truth now
+            self._forget_lost_version(iri)
+        notes: list[str] = []
+        for name in victims:
+            if name in self.directories:
+                notes += self._runtime.lookup(name).ask({"t": "ready"}).get(wait)["notes"]
+        return {"lost": lost, "notes": notes}
+
+    def _forget_lost_version(self, iri: str) -> None:
+        with self._graph_lock:
+            node = self.graph.node(iri)
+        if node is not None:
+            self.line_graphs.reset(iri, node.graph, node.version)
+            return
+        entry = self._l0.retrieve(iri, touch=False)
+        if entry is not None:
+            self.line_graphs.reset(iri, entry.named_graph or DEFAULT_GRAPH, entry.version)
+        else:
+            self.line_graphs.reset(iri, None, 0)
+
+    def crash_process(self, *, timeout: float | None = None) -> MemorySystem:
+        """Simulate the death of the whole process; return the memory reopened from L0.
+
+        Nothing is flushed: every actor stops with its volatile state (agent
+        caches, directories, the L2 node map and graph, the blackboard's
+        tasks, locks and registrations, bus subscriptions and mailboxes), and
+        a new system opens over the same L0 with the same configuration,
+        runtime kind, clock and seed. Completed write-through writes and
+        flushed lines survive; write-back data that never reached L0 is lost,
+        and ``lost_in_crash`` on the new system lists those IRIs. Agents must
+        be asked for again (:meth:`agent`); this handle is closed.
+        """
+        if self._closed:
+            raise ActorUnavailable("the memory system is closed")
+        wait = self._runtime.ask_timeout_s if timeout is None else timeout
+        self.quiesce(wait)
+        newest: dict[str, int] = {}
+        for view in self.board.holders().values():
+            for iri, (state, _value, version) in view.items():
+                if state == "M":
+                    newest[iri] = max(newest.get(iri, 0), version)
+        for home in self._homes.values():
+            for iri in home.dirty():
+                held = home.peek(iri)
+                if held is not None:
+                    newest[iri] = max(newest.get(iri, 0), int(held["version"]))
+        lost = sorted(iri for iri, version in newest.items() if version > self._durable_version(iri))
+        self._closed = True
+        self._runtime.shutdown()
+        self._l0.close()
+        self.graph.close()
+        kind = self._runtime.kind
+        clock = self._runtime.clock
+        seed = getattr(self._runtime, "seed", 0)
+        reopened = MemorySystem.open(self._path, self._config, kind, clock=clock, seed=seed)
+        reopened._owns_path = self._owns_path
+        reopened.lost_in_crash = lost
+        return reopened
 
     def agents(self) -> dict[str, Agent]:
         """Every agent handle created so far, by id."""

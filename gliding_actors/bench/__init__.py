@@ -19,6 +19,7 @@ SUITES: dict[str, str] = {
     "runtime": "gliding_actors.bench._runtime",
     "coherence": "gliding_actors.bench._coherence",
     "l0": "gliding_actors.bench._l0",
+    "l1": "gliding_actors.bench._l1",
     "l2": "gliding_actors.bench._l2",
 }
 

@@ -61,7 +61,9 @@ def _misses_and_writes(memory: MemorySystem, rounds: int) -> dict[str, Any]:
     raw_ask, raw_stop = raw_pykka_echo()
     writer = memory.agent("writer", "DA")
     reader = memory.agent("reader", "DA")
-    sharers = [memory.agent(f"sharer{i}", "DA") for i in range(4)]
+    # The reader that measured the miss keeps its S copy: with three more
+    # sharers the line is shared by exactly 4 agents besides the writer.
+    sharers = [memory.agent(f"sharer{i}", "DA") for i in range(3)]
     misses: list[int] = []
     writes: list[int] = []
     pykka: list[int] = []

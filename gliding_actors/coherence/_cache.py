@@ -211,6 +211,10 @@ class CacheController:
             if self._lines[iri].state != I
         }
 
+    def home_of(self, iri: str) -> str:
+        """The directory that is home of ``iri`` (answers a restarted directory's census)."""
+        return self._dir(iri)
+
     def pending(self, iri: str) -> int:
         """Client ops queued on ``iri`` (the head one may be in flight)."""
         line = self._lines.get(iri)
@@ -393,7 +397,13 @@ class CacheController:
                 self._finish(
                     line,
                     out,
-                    {"value": _copy_json(line.value), "version": line.version, "state": state},
+                    {
+                        "value": _copy_json(line.value),
+                        "version": line.version,
+                        "state": state,
+                        # the graph the data came from, for the reader's permission re-check
+                        "graph": None if line.meta is None else line.meta.get("graph"),
+                    },
                 )
             elif kind == m.EVICT:
                 if line.state == I:

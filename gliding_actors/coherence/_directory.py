@@ -56,6 +56,14 @@ class Home(Protocol):
         """``(value, version)`` of the line; ``(None, 0)`` if it was never written."""
         ...
 
+    def meta_of(self, iri: str) -> Meta:
+        """``{"tags", "graph"}`` of the version home holds (None when unknown).
+
+        Sent with the data, so a cache that fetched a line from home knows its
+        tags and graph: a tag-less delete of a critical line stays write-through.
+        """
+        ...
+
     def store(self, iri: str, value: Value, version: int, durable: bool, meta: Meta) -> None:
         """Keep ``version`` of the line (``value`` None is a tombstone).
 
@@ -80,6 +88,9 @@ class DictHome:
 
     def load(self, iri: str) -> tuple[Value, int]:
         return self.l2.get(iri, (None, 0))
+
+    def meta_of(self, iri: str) -> Meta:
+        return self.meta.get(iri)
 
     def store(self, iri: str, value: Value, version: int, durable: bool, meta: Meta) -> None:
         old = self.l2.get(iri, (None, 0))[1]
@@ -208,6 +219,73 @@ class DirectoryController:
             _Recall(src, rid, set(p), list(f), n) for src, rid, p, f, n in snap["recalls"]
         ]
 
+    # -- recovery (a crashed cache, a crashed directory) ---------------------
+    def reclaim(self, cache: str) -> list[tuple[str, Msg]]:
+        """Forget every copy ``cache`` held: it crashed and restarted empty.
+
+        Its exclusive lines go back to I, so the last version home holds comes
+        back (a dirty copy it held is lost; the caller reports which); it
+        leaves every sharer set; requests it had queued here are dropped. A
+        line waiting in S_D for the Data this cache will never send is
+        answered from home instead: that Data would have been the lost version.
+
+        Exact when the crash happened between protocol transactions (what the
+        scenario op ``crash`` does). A crash in the middle of one can leave a
+        requester waiting for a forward the dead cache never served; recovering
+        from that is the fault-injection work of docs/RELIABILITY.md.
+        """
+        out: Out = []
+        for iri in sorted(self._lines):
+            line = self._lines[iri]
+            line.deferred = deque((s, d) for s, d in line.deferred if s != cache)
+            if line.state == D_EM and line.owner == cache:
+                line.owner, line.state = None, D_I
+            elif line.state == D_S:
+                line.sharers.discard(cache)
+                if not line.sharers:
+                    line.state = D_I
+            elif line.state == D_SD:
+                line.sharers.discard(cache)
+                if line.fwd_from == cache:
+                    line.fwd_from = None
+                    for sharer in sorted(line.sharers):
+                        if sharer != self.name:
+                            out.append((sharer, self._from_home(iri, acks=0, excl=False, n=2)))
+                    line.sharers.discard(self.name)
+                    line.state = D_S if line.sharers else D_I
+            self._settle(iri, line, out)
+        return out
+
+    def rebuild(self, held: dict[str, dict[str, str]]) -> list[str]:
+        """Take the sharers and owner of every line from what the caches hold.
+
+        ``held`` is ``{cache: {iri: state}}`` for the lines whose home is this
+        directory, as each cache reported it. A cache in E or M (or evicting
+        one: ``MI_A``/``EI_A``, whose Put is still on its way here) is the
+        owner; one in S (or ``SI_A``) a sharer. Returns one note per copy in
+        another transient state: those were mid-transaction when the
+        directory crashed and are not recovered here (see :meth:`reclaim`).
+        """
+        self._lines = {}
+        self._recalls = []
+        notes: list[str] = []
+        for cache in sorted(held):
+            for iri, state in sorted(held[cache].items()):
+                if state in ("E", "M", "MI_A", "EI_A"):
+                    line = self._line(iri)
+                    if line.owner is not None or line.sharers:
+                        raise ProtocolError(f"{self.name}: {iri} held exclusively by {cache} and others")
+                    line.owner, line.state = cache, D_EM
+                elif state in ("S", "SI_A"):
+                    line = self._line(iri)
+                    if line.owner is not None:
+                        raise ProtocolError(f"{self.name}: {iri} shared by {cache} but owned by {line.owner}")
+                    line.sharers.add(cache)
+                    line.state = D_S
+                elif state != "I":
+                    notes.append(f"{cache} holds {iri} in transient state {state}")
+        return notes
+
     # -- internals ---------------------------------------------------------
     def _line(self, iri: str) -> _DirLine:
         line = self._lines.get(iri)
@@ -249,7 +327,8 @@ class DirectoryController:
 
     def _from_home(self, iri: str, *, acks: int, excl: bool, n: int) -> Msg:
         value, version = self.home.load(iri)
-        return m.data(iri, self.name, value, version, None, acks=acks, excl=excl, n=n)
+        meta = self.home.meta_of(iri) if version else None
+        return m.data(iri, self.name, value, version, meta, acks=acks, excl=excl, n=n)
 
     def _recall(self, src: str, msg: Msg, out: Out) -> None:
         iris = msg.get("iris")

@@ -116,6 +116,15 @@ class SnapshotBoard:
         }
 
 
+class InjectedCrash(RuntimeError):
+    """Raised inside an actor on purpose (``{"t": "crash"}``): fault injection.
+
+    Not a :class:`~gliding_actors.errors.GlidingError`, so the runtime treats
+    it as the real crash it simulates: deferred replies fail with
+    ``ActorCrashed``, the supervisor is told, and the actor is rebuilt.
+    """
+
+
 def _error(name: str, text: str) -> GlidingError:
     if name == ConflictError.__name__:
         return ConflictError(text)
@@ -127,15 +136,33 @@ class CacheActor:
 
     Extra requests from outside (not protocol): ``{"t": "state", "iri"}`` → the
     line's state (transient names included); ``{"t": "states"}`` → every line not
-    in I.
+    in I; ``{"t": "crash"}`` → crashes on purpose (fault injection).
+
+    Recovery: a cache rebuilt after a crash (``reclaim_from`` names every
+    directory shard) first sends each of them ``Reclaim``, before any request
+    of its new life, so per-pair FIFO makes every directory forget the old
+    copies before it sees a new one. A restarted directory's ``Census`` is
+    answered with the lines this cache holds whose home it is.
     """
 
-    def __init__(self, agent: str, controller: CacheController, board: SnapshotBoard) -> None:
+    def __init__(
+        self,
+        agent: str,
+        controller: CacheController,
+        board: SnapshotBoard,
+        *,
+        reclaim_from: tuple[str, ...] = (),
+    ) -> None:
         self.agent = agent
         self.controller = controller
         self._view = board.view(agent)
+        self._reclaim_from = reclaim_from
         #: op id -> IRI of client ops in flight (to announce completed writes)
         self._op_iri: dict[int, str] = {}
+
+    def on_start(self, ctx: Context) -> None:
+        for directory in self._reclaim_from:
+            ctx.send(directory, {"t": m.RECLAIM})
 
     def receive(self, message: Any, ctx: Context) -> Any:
         kind = message.get("t") if isinstance(message, dict) else None
@@ -144,6 +171,8 @@ class CacheActor:
                 return self.controller.state(str(message.get("iri")))
             if kind == "states":
                 return self.controller.states()
+            if kind == "crash":
+                raise InjectedCrash(f"cache of {self.agent} crashed on purpose")
             token = ctx.defer_reply()
             request = dict(message)
             request["op"] = token.request_id
@@ -151,6 +180,11 @@ class CacheActor:
             self._op_iri[token.request_id] = request["iri"]
             self._emit(out, ctx, message.get("iri"))
             return DEFERRED
+        if kind == m.CENSUS:
+            home = ctx.sender
+            held = {iri: st for iri, st in self.controller.states().items() if self.controller.home_of(iri) == home}
+            ctx.send(home, {"t": m.CENSUS_ACK, "lines": held})
+            return None
         out = self.controller.handle(ctx.sender, message)
         self._emit(out, ctx, message.get("iri"))
         return None
@@ -201,33 +235,117 @@ class DirectoryActor:
     ``l2``; ``{"t": "recall", "iris": [...]|None}`` → once every dirty line in
     scope is home, the IRIs fetched; ``{"t": "flush", "iris": ...}`` → recall,
     then write down to L0 every line newer at home than in L0; answers the
-    IRIs written.
+    IRIs written; ``{"t": "ready"}`` → ``{"notes": [...]}`` once recovered;
+    ``{"t": "crash"}`` → crashes on purpose (fault injection).
+
+    Recovery: built with ``recover_from`` (the agent caches, after a crash of
+    this actor), it sends each of them ``Census`` and serves nothing until
+    every one has answered: protocol messages and outside requests that
+    arrive meanwhile wait, in arrival order, and run once the directory's
+    sharers and owners are rebuilt from the caches' answers. The home (L2)
+    is a separate layer and survives the crash.
     """
 
-    def __init__(self, name: str, home: LayeredHome) -> None:
+    def __init__(self, name: str, home: LayeredHome, *, recover_from: tuple[str, ...] | None = None) -> None:
         self.name = name
         self.home = home
         self.controller = DirectoryController(name, home)
         #: recall id -> (reply token, then-flush?)
         self._waiting: dict[int, tuple[ReplyToken, bool, list[str] | None]] = {}
+        #: caches whose Census-Ack is still awaited (None: not recovering)
+        self._census: set[str] | None = set(recover_from) if recover_from is not None else None
+        self._census_held: dict[str, dict[str, str]] = {}
+        #: what arrived while recovering: (sender, message, deferred reply or None)
+        self._held_back: list[tuple[str | None, Any, ReplyToken | None]] = []
+        #: copies the last rebuild could not place (transient at the crash)
+        self.recovery_notes: list[str] = []
+
+    def on_start(self, ctx: Context) -> None:
+        if self._census is None:
+            return
+        if not self._census:
+            self._recovered(ctx)
+            return
+        for cache in sorted(self._census):
+            ctx.send(cache, {"t": m.CENSUS})
+
+    def _recovered(self, ctx: Context) -> None:
+        self.recovery_notes = self.controller.rebuild(self._census_held)
+        self._census = None
+        self._census_held = {}
+        held, self._held_back = self._held_back, []
+        for sender, message, token in held:
+            if sender is not None:
+                self._protocol(sender, message, ctx)
+            elif token is not None:
+                try:
+                    result = self._request(message, ctx, token)
+                except GlidingError as exc:
+                    ctx.fail(token, exc)
+                    continue
+                if result is not DEFERRED:
+                    ctx.resolve(token, result)
 
     def receive(self, message: Any, ctx: Context) -> Any:
         kind = message.get("t") if isinstance(message, dict) else None
-        if ctx.sender is None:
-            if kind == "inspect":
-                iri = str(message.get("iri"))
-                found = self.controller.inspect(iri)
-                found["l2"] = self.home.peek(iri)
-                return found
-            if kind in ("recall", "flush"):
+        src = ctx.sender
+        if src is None and kind == "crash":
+            raise InjectedCrash(f"directory {self.name} crashed on purpose")
+        if self._census is not None:
+            return self._while_recovering(kind, src, message, ctx)
+        if src is None:
+            return self._request(message, ctx, None)
+        self._protocol(src, message, ctx)
+        return None
+
+    def _request(self, message: Any, ctx: Context, token: ReplyToken | None) -> Any:
+        """An outside request; ``token`` is its reply when it already waited (recovery)."""
+        kind = message.get("t") if isinstance(message, dict) else None
+        if kind == "ready":
+            return {"notes": list(self.recovery_notes)}
+        if kind == "inspect":
+            iri = str(message.get("iri"))
+            found = self.controller.inspect(iri)
+            found["l2"] = self.home.peek(iri)
+            return found
+        if kind in ("recall", "flush"):
+            if token is None:
                 token = ctx.defer_reply()
-                iris = message.get("iris")
-                self._waiting[token.request_id] = (token, kind == "flush", iris)
-                out = self.controller.handle(ctx.name, m.recall(ctx.name, token.request_id, iris))
-                self._emit(out, ctx)
-                return DEFERRED
-            raise InvalidInput(f"unknown directory request {kind!r}")
-        self._emit(self.controller.handle(ctx.sender, message), ctx)
+            iris = message.get("iris")
+            self._waiting[token.request_id] = (token, kind == "flush", iris)
+            if kind == "flush":
+                self.home.begin_flush(token.request_id)  # counts what capacity writes meanwhile
+            out = self.controller.handle(ctx.name, m.recall(ctx.name, token.request_id, iris))
+            self._emit(out, ctx)
+            return DEFERRED
+        raise InvalidInput(f"unknown directory request {kind!r}")
+
+    def _protocol(self, src: str, message: Any, ctx: Context) -> None:
+        kind = message.get("t") if isinstance(message, dict) else None
+        if kind == m.RECLAIM:
+            self._emit(self.controller.reclaim(src), ctx)
+        elif kind == m.CENSUS_ACK:
+            pass  # a late answer to a census that is already complete
+        else:
+            self._emit(self.controller.handle(src, message), ctx)
+
+    def _while_recovering(self, kind: Any, src: str | None, message: Any, ctx: Context) -> Any:
+        census = self._census
+        assert census is not None
+        if kind == m.CENSUS_ACK:
+            if src not in census:
+                return None  # from a cache this recovery did not ask: nothing to rebuild
+            census.discard(src)
+            self._census_held[src] = dict(message.get("lines") or {})
+            if not census:
+                self._recovered(ctx)
+            return None
+        if src is None:
+            if kind == "inspect":  # inspection never waits: it shows the recovery
+                return self._request(message, ctx, None)
+            self._held_back.append((None, message, ctx.defer_reply()))
+            return DEFERRED
+        self._held_back.append((src, message, None))
         return None
 
     def _emit(self, out: list[tuple[str, Msg]], ctx: Context) -> None:
@@ -240,6 +358,6 @@ class DirectoryActor:
     def _recalled(self, ack: Msg, ctx: Context) -> None:
         token, then_flush, iris = self._waiting.pop(ack["rid"])
         if then_flush:
-            ctx.resolve(token, self.home.flush(iris))
+            ctx.resolve(token, self.home.flush(iris, mark=ack["rid"]))
         else:
             ctx.resolve(token, list(ack["iris"]))

@@ -64,6 +64,13 @@ WT = "WT"
 WT_ACK = "WT-Ack"
 RECALL = "Recall"
 RECALL_ACK = "Recall-Ack"
+# -- recovery (handled by the hosting actors, not the controllers) ----------
+RECLAIM = "Reclaim"
+"""A restarted cache to every directory: forget what my previous life held."""
+CENSUS = "Census"
+"""A restarted directory to every cache: which of my lines do you hold?"""
+CENSUS_ACK = "Census-Ack"
+"""A cache's answer to Census: ``{"lines": {iri: state}}`` homed at that directory."""
 
 PROTOCOL_KINDS = frozenset(
     {

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from gliding_actors.runtime import Future, MappedFuture, Simulator, ThreadsRuntime
+from gliding_actors.runtime import CompletedFuture, Future, MappedFuture, Simulator, ThreadsRuntime
 from gliding_actors.scenario._invariants import invariant
 from gliding_actors.scenario._model import OpStep
 from gliding_actors.scenario._ops import ReplayWorld, implements
@@ -41,6 +41,19 @@ class _Truth:
             self.problems.append(f"{agent} saw {iri} go back from v{before} to v{version}")
         else:
             self.seen[(agent, iri)] = version
+
+    def lost(self, iri: str, version: int, value: Any) -> None:
+        """A crash reported the line's newest write lost: ``version`` is what survived.
+
+        The survivor becomes the latest completed write, and what agents saw
+        of the lost versions no longer counts against them. Only lines the
+        crash *reported* are forgiven, so losing an unreported one still
+        fails the data-value and version invariants.
+        """
+        self.latest[iri] = (version, value)
+        for key, seen in list(self.seen.items()):
+            if key[1] == iri and seen > version:
+                self.seen[key] = version
 
     def wrote(self, agent: str, iri: str, version: int, value: Any, through: bool) -> None:
         have = self.latest.get(iri, (0, None))[0]
@@ -119,6 +132,31 @@ def _inspect(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
 @implements("flush")
 def _flush(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
     return MappedFuture(world.system.submit_flush(), lambda n: {"flushed": n})
+
+
+@implements("crash")
+def _crash(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    """``agent:ID``, ``directory`` (or one shard, ``dir:N``) or ``process``.
+
+    Everything in flight lands first (the crash falls between protocol
+    transactions), so this op blocks while it runs; it returns
+    ``{"lost": [IRIs]}`` — the lines whose newest write died in the crash.
+    """
+    target = step.args["target"]
+    truth = _truth(world)
+    if target == "process":
+        old = world.system
+        world.system = old.crash_process()
+        world.state.setdefault("retired_systems", []).append(old)
+        world.agents = {a.id: world.system.agent(a.id, a.role) for a in world.scenario.agents}
+        lost = list(world.system.lost_in_crash)
+    else:
+        lost = list(world.system.crash(target)["lost"])
+    for iri in lost:
+        found = world.system.inspect(iri, timeout=10.0)
+        survivor = found["l2"] or found["l0"] or {"value": None, "version": 0}
+        truth.lost(iri, int(survivor["version"]), survivor["value"])
+    return CompletedFuture({"lost": lost})
 
 
 # -- invariants ------------------------------------------------------------------

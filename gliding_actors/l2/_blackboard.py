@@ -13,21 +13,36 @@ Requests (plain dicts, key ``t``), all from agents' handles:
 - ``lock {agent, resource, mode, timeout_s}`` → ``{"granted", "token"?}``;
   ``unlock {agent, resource}``; ``fence {resource, token}`` (ConflictError if stale)
 - ``task.create {task, parent?, depends_on?}``, ``task.depend {task, on}``,
-  ``task.layers {task}``, ``task.complete {task, status}``
+  ``task.layers {task}``, ``task.attach {task, iris}``,
+  ``task.scope {task, status}`` → ``{"tasks", "nodes"}`` (checks that the task
+  may finish so, changes nothing), ``task.complete {task, status}``
+- ``task.members {task}`` → ``{"tasks", "nodes", "statuses"}``: the subtree, attached
+  lines and DAG statuses whatever the status (L3 scopes projections with it)
+
+Completing a task writes the task's lines down to L0 first (see
+:func:`task_lines` and ``Agent.submit_complete_task``): the handle asks
+``task.scope``, recalls, finds the lines, flushes them, and only then sends
+``task.complete`` — so a task reported completed has its lines durable.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from typing import Any
+
+import pyoxigraph as ox
 
 from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.errors import GlidingError, InvalidInput
 from gliding_actors.l2._awareness import KEEP, AgentRegistry, release_stale
-from gliding_actors.l2._dag import TaskDAG
+from gliding_actors.l2._dag import TASK_FINAL_STATUSES, TaskDAG
+from gliding_actors.l2._graph import GraphStore
+from gliding_actors.l2._jsonld import GENID_BASE
 from gliding_actors.l2._locks import Effects, Granted, LockManager, Queued
 from gliding_actors.runtime import DEFERRED, Context, ReplyToken
 
-__all__ = ["BLACKBOARD_ACTOR", "BlackboardActor"]
+__all__ = ["BLACKBOARD_ACTOR", "BlackboardActor", "task_lines"]
 
 BLACKBOARD_ACTOR = "blackboard"
 _TICK = {"t": "tick"}
@@ -143,13 +158,125 @@ class BlackboardActor:
     def _task_layers(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
         return {"layers": self.tasks.layers(msg.get("task"))}
 
+    def _task_attach(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
+        self.tasks.attach(_task_arg(msg), msg.get("iris") or ())
+        return {}
+
+    def _task_scope(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
+        """What completing ``task`` will write down: its subtree and attached nodes.
+
+        Refuses, as :meth:`TaskDAG.complete` would, a task that may not finish
+        with ``status`` now, so a refused completion flushes nothing. Changes
+        nothing: the status changes only at ``task.complete``, after the flush.
+        """
+        task, status = _task_arg(msg), msg.get("status", "completed")
+        info = self.tasks.info(task)  # InvalidInput: a bad or unknown id
+        if status not in TASK_FINAL_STATUSES:
+            raise InvalidInput(f"a task finishes as {' or '.join(TASK_FINAL_STATUSES)}, not {status!r}")
+        if info.status != "pending":
+            raise InvalidInput(f"task {task!r} is already {info.status}")
+        unmet = self.tasks.unmet(task) if status == "completed" else []
+        if unmet:
+            raise InvalidInput(f"task {task!r} cannot complete before its dependencies: {', '.join(unmet)}")
+        subtree = self.tasks.subtree(task)
+        nodes = sorted({iri for t in subtree for iri in self.tasks.info(t).nodes})
+        return {"tasks": subtree, "nodes": nodes}
+
+    def _task_members(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
+        """``task``'s subtree, attached lines and DAG statuses, whatever its status.
+
+        L3 scopes a projection with it. An id the DAG does not know answers
+        just itself (a task may have lines without a DAG entry, e.g. after a
+        process restart). Changes nothing.
+        """
+        task = _task_arg(msg)
+        try:
+            subtree = self.tasks.subtree(task)
+        except InvalidInput:
+            return {"tasks": [task], "nodes": [], "statuses": {}}
+        infos = [self.tasks.info(t) for t in subtree]
+        nodes = sorted({iri for info in infos for iri in info.nodes})
+        return {"tasks": subtree, "nodes": nodes, "statuses": {info.task: info.status for info in infos}}
+
     def _task_complete(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
         done = self.tasks.complete(msg["task"], msg.get("status", "completed"))
         for event in done.events:
             ctx.send(BUS_ACTOR, {"type": "publish", "topic": "task.events", "message": dict(event), "publisher": None})
-        # Nodes attached to a task are written down by the caller's flush; none
-        # are attached yet (writes do not name their task), so nothing is flushed.
-        return {"flushed": 0, "ready": list(done.ready), "nodes": list(done.nodes)}
+        # The task's lines were written down before this request was sent (the
+        # handle flushes first); ``flushed`` is the handle's to report.
+        return {"ready": list(done.ready), "nodes": list(done.nodes)}
+
+
+def _task_arg(msg: dict[str, Any]) -> str:
+    task = msg.get("task")
+    if not isinstance(task, str):
+        raise InvalidInput(f"a task id is a string, not {task!r}")
+    return task
+
+
+def task_lines(graph: GraphStore, tasks: Iterable[str], attached: Iterable[str] = ()) -> list[str]:
+    """The lines that belong to ``tasks`` (a task and its subtree), sorted.
+
+    A line belongs to a task when it is ``attached`` to it, when its IRI *is*
+    the task's id (the task's own node), or when its value links to the task
+    (``{"about": {"@id": "task:x"}}``: a triple ``?s ?p <task:x>`` whose
+    subject is the line itself or one of its skolemised blank nodes, in any
+    named graph). Links are found with SPARQL over the graph, one query per
+    task with the task bound as an RDF term — no id is spliced into query
+    text; an id that is not an IRI cannot be linked to and is skipped. The
+    caller recalls dirty lines first, so values still in agents' caches are
+    in the graph. A named node nested in a line is not a line: a link from it
+    is not followed back to the line holding it.
+
+    Reads only (the graph's query and node cache are safe from any thread).
+    """
+    found = set(attached)
+    skolems: set[str] = set()
+    for task in tasks:
+        if graph.node(task) is not None:
+            found.add(task)
+        try:
+            ox.NamedNode(task)
+        except ValueError:
+            continue
+        rows = graph.query(
+            "SELECT DISTINCT ?s ?task WHERE { ?s ?p ?task }",
+            graphs=None,
+            bindings={"task": {"@id": task}},
+            role_is_system=True,
+        )["rows"]
+        for row in rows:
+            subject = row["s"]
+            if subject.startswith(GENID_BASE):
+                skolems.add(subject)
+            elif graph.node(subject) is not None:
+                found.add(subject)
+    for skolem in sorted(skolems):
+        owner = _skolem_owner(graph, skolem)
+        if owner is not None:
+            found.add(owner)
+    return sorted(found)
+
+
+def _skolem_owner(graph: GraphStore, skolem: str) -> str | None:
+    """The line that put skolem IRI ``skolem`` (its blank node), or None.
+
+    A skolem IRI is ``GENID_BASE + sha256(line)[:32] + "/b<n>"`` and hangs
+    off its line through a chain of triples; the lines that reach it are the
+    candidates, and the digest picks the one that made it.
+    """
+    digest = skolem[len(GENID_BASE) :].split("/", 1)[0]
+    rows = graph.query(
+        "SELECT DISTINCT ?line ?b WHERE { ?line (<urn:gliding-actors:none>|!<urn:gliding-actors:none>)+ ?b }",
+        graphs=None,
+        bindings={"b": {"@id": skolem}},
+        role_is_system=True,
+    )["rows"]
+    for row in rows:
+        line: str = row["line"]
+        if hashlib.sha256(line.encode()).hexdigest()[:32] == digest and graph.node(line) is not None:
+            return line
+    return None
 
 
 _HANDLERS: dict[str, Any] = {
@@ -162,5 +289,8 @@ _HANDLERS: dict[str, Any] = {
     "task.create": BlackboardActor._task_create,
     "task.depend": BlackboardActor._task_depend,
     "task.layers": BlackboardActor._task_layers,
+    "task.attach": BlackboardActor._task_attach,
+    "task.scope": BlackboardActor._task_scope,
     "task.complete": BlackboardActor._task_complete,
+    "task.members": BlackboardActor._task_members,
 }

@@ -402,6 +402,14 @@ class GraphStore:
             return None
         return GraphNode(iri, entry.value, entry.graph, entry.version)
 
+    def quads_of(self, iri: str) -> tuple[ox.Quad, ...]:
+        """The quads line ``iri`` put, all in its named graph (empty for a
+        tombstone or an unknown line). Safe from any thread: an entry is
+        swapped whole, so the quads are one version's. L3 copies a task's
+        lines into a projection's scratch store with it, without re-parsing."""
+        entry = self._nodes.get(iri)
+        return () if entry is None else entry.quads
+
     def lines(self) -> list[GraphNode]:
         """Every line held, tombstones included, sorted by IRI."""
         return [

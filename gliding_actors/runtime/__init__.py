@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gliding_actors.clock import Clock, VirtualClock
 from gliding_actors.errors import InvalidInput
-from gliding_actors.runtime._future import BaseFuture, CompletedFuture, GatheredFuture, MappedFuture
+from gliding_actors.runtime._future import BaseFuture, ChainedFuture, CompletedFuture, GatheredFuture, MappedFuture
 from gliding_actors.runtime._interface import (
     DEFERRED,
     ActorRef,
@@ -30,6 +30,7 @@ __all__ = [
     "ActorRef",
     "BaseFuture",
     "Behaviour",
+    "ChainedFuture",
     "Channel",
     "CompletedFuture",
     "Context",

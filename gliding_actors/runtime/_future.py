@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 
 from gliding_actors.errors import Timeout
 
-__all__ = ["BaseFuture", "CompletedFuture", "GatheredFuture", "MappedFuture", "ThreadFuture"]
+__all__ = ["BaseFuture", "ChainedFuture", "CompletedFuture", "GatheredFuture", "MappedFuture", "ThreadFuture"]
 
 T = TypeVar("T")
 
@@ -161,3 +161,86 @@ class GatheredFuture(Generic[T]):
 
         for future in self._inner:
             future.add_done_callback(one_done)
+
+
+class ChainedFuture(Generic[T]):
+    """``fn`` applied to another future's value, where ``fn`` returns a future (flatMap).
+
+    ``ChainedFuture(recall, lambda _n: flush(iris))`` is a future of the flush
+    that starts once the recall is answered, without anyone waiting in between:
+    composite operations (recall → query → flush → complete) stay one future.
+
+    The chain is eager, like every ask: the next step starts as soon as the
+    inner future is answered, whether or not anyone waits — from the inner
+    future's done callback, so on threads it runs on the actor thread that
+    answered (on the simulator, inside the step that answered; nothing moves
+    there until someone drives the simulation, e.g. ``get``). ``fn`` must
+    therefore not block: it may read, compute and send asks, never wait on a
+    future. ``get`` waits through the inner future (on the simulator that
+    drives the simulation), then through the future ``fn`` returned, each wait
+    bounded by ``timeout``; ``get`` and ``done`` also start the step if the
+    callback has not yet, and it starts exactly once.
+
+    An error of the inner future, or raised by ``fn``, is this future's error
+    and ``fn``'s future is never made.
+    """
+
+    def __init__(self, inner: Any, fn: Callable[[Any], Any]) -> None:
+        self._inner = inner
+        self._fn = fn
+        self._lock = threading.Lock()
+        self._claimed = False
+        self._chained = threading.Event()
+        self._next: Any = None
+        self._callbacks: list[Callable[[Any], None]] = []
+        inner.add_done_callback(lambda _inner: self._advance())
+
+    def _advance(self) -> Any:
+        """The future ``fn`` returned (running ``fn`` once the inner future is
+        answered), or None while the inner future is pending or another thread
+        is running ``fn``."""
+        if self._next is not None:
+            return self._next
+        if not self._inner.done():
+            return None
+        with self._lock:
+            if self._claimed:
+                return self._next
+            self._claimed = True
+        following: Any
+        try:
+            # answered already: ``get(0)`` only returns its value or raises its error
+            following = self._fn(self._inner.get(0))
+        except Exception as exc:  # noqa: BLE001 - the chain's error, raised by ``get``
+            following = CompletedFuture(error=exc)
+        with self._lock:
+            self._next = following
+            callbacks, self._callbacks = self._callbacks, []
+        self._chained.set()
+        for callback in callbacks:
+            following.add_done_callback(lambda _f, cb=callback: cb(self))
+        return following
+
+    def get(self, timeout: float | None = None) -> T:
+        self._inner.get(timeout)
+        following = self._advance()
+        if following is None:
+            # another thread is running ``fn`` (which never blocks): wait for it
+            self._chained.wait(timeout)
+            following = self._next
+            if following is None:
+                raise Timeout(f"no answer within {timeout:g} s (a chained step is still starting)")
+        value: T = following.get(timeout)
+        return value
+
+    def done(self) -> bool:
+        following = self._advance()
+        return following is not None and bool(following.done())
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        with self._lock:
+            following = self._next
+            if following is None:
+                self._callbacks.append(callback)
+        if following is not None:
+            following.add_done_callback(lambda _f: callback(self))

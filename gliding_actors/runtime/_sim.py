@@ -301,7 +301,7 @@ class Simulator:
     def _pack(self, value: Any, what: str) -> bytes:
         try:
             packed: bytes = self._packer.pack(value)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             self._packer.reset()
             raise TypeError(f"{what} carries data msgpack cannot serialise: {exc}") from exc
         return packed
@@ -309,7 +309,7 @@ class Simulator:
     def _enqueue(self, src: str, dst: str, message: Message, rid: int | None) -> None:
         try:
             packed: bytes = self._packer.pack(message)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             self._packer.reset()
             raise InvalidInput(f"message from {src} to {dst} is not msgpack-serialisable: {exc}") from exc
         channel = (src, dst)

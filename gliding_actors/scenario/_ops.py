@@ -53,6 +53,7 @@ _PROVIDERS: tuple[str, ...] = (
     "gliding_actors.scenario._ops",
     "gliding_actors.coherence._scenario",
     "gliding_actors.l2._scenario",
+    "gliding_actors.l1._scenario",
 )
 _loaded = False
 
@@ -96,6 +97,11 @@ def _result(keys: Callable[[Any], Mapping[str, Any]], future: Future[Any]) -> Fu
 @implements("subscribe")
 def _subscribe(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
     return _result(lambda _none: {}, world.agent(step).submit_subscribe(step.args["topic"]))
+
+
+@implements("unsubscribe")
+def _unsubscribe(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    return _result(lambda _none: {}, world.agent(step).submit_unsubscribe(step.args["topic"]))
 
 
 @implements("publish")

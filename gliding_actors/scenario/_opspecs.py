@@ -49,7 +49,7 @@ TASK_STATUSES: tuple[str, ...] = ("completed", "failed")
 #: Stable MESI states of one agent's copy of a line (``read``/``write``/``evict`` ``state``).
 LINE_STATES: tuple[str, ...] = ("I", "S", "E", "M")
 #: ``crash`` targets: ``agent:ID`` or one of the named components.
-CRASH_TARGET_PATTERN = r"^(agent:.+|directory|l0|l2|l3|process)$"
+CRASH_TARGET_PATTERN = r"^(agent:.+|directory|dir:[0-9]+|l0|l2|l3|process)$"
 #: The ``expect`` forms besides exact result keys (spec "Expectations"); a result
 #: key may never take one of these names.
 EXPECTATION_FORMS: tuple[str, ...] = (
@@ -270,6 +270,8 @@ _V1: tuple[OpSpec, ...] = (
                 "supplement": _BOOL,
                 "relevance": {"type": "number", "minimum": 0, "maximum": 1},
                 "tokens": _COUNT,
+                # Added to v1: line IRIs the turn relied on (a later write marks it stale).
+                "cites": _list_of(_IRI),
             },
         ),
         results={"archive_iri": _STR, "evicted": _list_of(_STR), "tokens": _COUNT},
@@ -366,9 +368,12 @@ _V1: tuple[OpSpec, ...] = (
         agent=False,
         results={"agents": {"type": "object", "additionalProperties": _AGENT_STATUS}},
     ),
-    _spec("publish", args=_args({"topic": _NONEMPTY_STR, "message": _OBJECT})),
+    # Added to v1: publish answers its place in the global order and how many
+    # subscribers got it; inbox adds the full events; unsubscribe is new.
+    _spec("publish", args=_args({"topic": _NONEMPTY_STR, "message": _OBJECT}), results={"seq": _COUNT, "delivered": _COUNT}),
     _spec("subscribe", args=_args({"topic": _NONEMPTY_STR})),
-    _spec("inbox", results={"messages": _list_of(_ANY)}, main_list="messages"),
+    _spec("unsubscribe", args=_args({"topic": _NONEMPTY_STR})),
+    _spec("inbox", results={"messages": _list_of(_ANY), "events": _list_of(_ANY)}, main_list="messages"),
     _spec(
         "intent",
         args=_args({"entities": _list_of(_NONEMPTY_STR)}),
@@ -383,10 +388,12 @@ _V1: tuple[OpSpec, ...] = (
                 "target": {
                     "type": "string",
                     "pattern": CRASH_TARGET_PATTERN,
-                    "description": "agent:ID, directory, l0, l2, l3 or process",
+                    "description": "agent:ID, directory (every shard) or dir:N (one), l0, l2, l3 or process",
                 }
             }
         ),
+        # Added to v1: the lines whose newest write died in the crash.
+        results={"lost": _list_of(_STR)},
     ),
     _spec(
         "advance",

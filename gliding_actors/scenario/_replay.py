@@ -10,6 +10,7 @@ scheduler interleaves the protocol messages of everything in flight. On
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -171,6 +172,7 @@ def replay(
     system = MemorySystem.open(
         config=scenario.config, runtime=runtime, clock=clock, seed=run_seed, trace=64
     )
+    world: ReplayWorld | None = None
     try:
         world = ReplayWorld(
             scenario=scenario,
@@ -187,11 +189,16 @@ def replay(
         except _Stop as stop:
             result.failure = stop.failure
     finally:
-        rt = system.runtime
-        if isinstance(rt, Simulator):
-            result.log_hash = rt.log_hash()
-            result.messages = rt.delivered
-        system.close()
+        # A ``crash: process`` step replaces the system; every runtime the run
+        # used counts towards its message log.
+        current = system if world is None else world.system
+        retired: list[MemorySystem] = [] if world is None else list(world.state.get("retired_systems", []))
+        runtimes = [s.runtime for s in [*retired, current]]
+        if all(isinstance(rt, Simulator) for rt in runtimes):
+            hashes = [rt.log_hash() for rt in runtimes if isinstance(rt, Simulator)]
+            result.log_hash = hashes[0] if len(hashes) == 1 else hashlib.sha256("".join(hashes).encode()).hexdigest()
+            result.messages = sum(rt.delivered for rt in runtimes if isinstance(rt, Simulator))
+        current.close()
     return result
 
 

@@ -54,7 +54,7 @@ def test_first_read_of_an_unheld_line_is_granted_E_for_two_messages() -> None:
     op = net.load("a", X)
     assert net.pending_channels() == [A2D]
     settle(net)
-    assert result(net, op) == {"value": None, "version": 0, "state": "E", "messages": 2}
+    assert result(net, op) == {"value": None, "version": 0, "state": "E", "messages": 2, "graph": None}
     assert net.dirs["dir"].inspect(X) == {"directory": "EM", "owner": "a", "sharers": []}
 
 
@@ -76,7 +76,7 @@ def test_read_of_a_line_owned_elsewhere_is_forwarded_and_both_end_S() -> None:
     op = net.load("b", X)
     settle(net)
     # GetS, Fwd-GetS, Data to b, Data home.
-    assert result(net, op) == {"value": {"v": 1}, "version": 1, "state": "S", "messages": 4}
+    assert result(net, op) == {"value": {"v": 1}, "version": 1, "state": "S", "messages": 4, "graph": None}
     assert net.home.l2[X] == ({"v": 1}, 1)
     assert net.home.l0 == {}  # write-back: home's L2 got it, nothing durable was asked for
     assert net.caches["a"].state(X) == "S"
@@ -414,7 +414,7 @@ def test_ops_on_one_line_run_in_order_and_other_lines_do_not_wait() -> None:
     assert result(net, other)["state"] == "E"
     assert net.ops[first].result is None
     settle(net)
-    assert result(net, read) == {"value": {"v": 2}, "version": 2, "state": "M", "messages": 0}
+    assert result(net, read) == {"value": {"v": 2}, "version": 2, "state": "M", "messages": 0, "graph": None}
 
 
 # -- recall -----------------------------------------------------------------------------

@@ -80,9 +80,9 @@ def test_cas_conflict_changes_nothing(memory: MemorySystem) -> None:
 
 
 def test_delete_is_a_versioned_tombstone(memory: MemorySystem) -> None:
-    pa, ca = memory.agent("pa", "PA"), memory.agent("ca", "CA")
+    pa, sa = memory.agent("pa", "PA"), memory.agent("sa", "SA")
     pa.write("plan:d", {"n": 1})
-    assert ca.delete("plan:d") == 2
+    assert sa.delete("plan:d") == 2  # a shared line: only SA (and system) may delete it
     got = pa.read("plan:d")
     assert (got["value"], got["version"]) == (None, 2)
     assert pa.write("plan:d", {"n": 3})["version"] == 3
@@ -168,7 +168,7 @@ def test_durable_lines_and_versions_survive_a_restart(tmp_path: Any) -> None:
         aa, da = memory.agent("aa", "AA"), memory.agent("da", "DA")
         aa.write("decision:keep", {"v": 1}, tags=["confirmed_fact"])
         aa.write("decision:keep", {"v": 2}, tags=["confirmed_fact"])
-        da.write("artifact:gone", {"v": 1}, tags=["confirmed_fact"])
+        da.write("artifact:gone", {"v": 1}, tags=["confirmed_fact"], graph="execution")  # DA may delete there
         assert da.delete("artifact:gone") == 2
         memory.flush()
         da.write("artifact:kept", {"only": "in a cache"})  # write-back
@@ -206,7 +206,7 @@ def test_every_completed_write_is_announced_on_the_bus(memory: MemorySystem) -> 
     rt.lookup(BUS_ACTOR).ask(
         {"type": "subscribe", "topic": LINE_CHANGED, "subscriber": "derived-views", "mode": "push"}
     ).get(2.0)
-    pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+    pa, da = memory.agent("pa", "SA"), memory.agent("da", "DA")  # SA: may delete in shared
     pa.write("plan:w", {"n": 1})
     da.write("plan:w", {"n": 2})
     pa.delete("plan:w")
@@ -237,3 +237,25 @@ def test_a_write_outside_the_roles_graphs_is_refused_and_changes_nothing(memory:
         da.cas("task:p", 1, {"goal": "hijacked"}, graph="plan")
     settle(memory)
     assert memory.inspect("task:p") == before
+
+
+def test_a_tagless_delete_of_a_critical_line_fetched_from_home_is_write_through(memory: MemorySystem) -> None:
+    """Home sends a line's tags and graph with its data, so an agent that never
+    wrote the line still deletes a critical fact durably, in the line's graph."""
+    aa, sa = memory.agent("aa", "AA"), memory.agent("sa", "SA")
+    aa.write("fact:f", {"ok": True}, tags=["confirmed_fact"], graph="shared")
+    aa.evict("fact:f")
+    settle(memory)
+    version = sa.delete("fact:f")
+    assert version == 2
+    entry = memory.l0.retrieve("fact:f", touch=False)
+    assert entry is None and memory.l0.retrieve_version("fact:f") == 2  # the tombstone is in L0 now
+
+
+def test_a_rewrite_that_names_no_graph_keeps_the_line_in_its_graph(memory: MemorySystem) -> None:
+    pa = memory.agent("pa", "PA")
+    pa.write("plan:g", {"v": 1}, graph="plan")
+    pa.write("plan:g", {"v": 2})
+    memory.flush(timeout=5.0)
+    entry = memory.l0.retrieve("plan:g", touch=False)
+    assert entry is not None and entry.named_graph == "plan" and entry.version == 2

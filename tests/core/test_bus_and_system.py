@@ -133,3 +133,18 @@ def test_open_refuses_bad_arguments() -> None:
         MemorySystem.open(config={"nope": 1})
     with pytest.raises(InvalidInput, match="ray"):
         MemorySystem.open(runtime="ray")
+
+
+def test_an_integer_beyond_64_bits_is_refused_before_anything_is_sent() -> None:
+    """msgpack carries values between actors and into the board: a value it
+    cannot hold is bad input at the handle, on every runtime alike."""
+    from gliding_actors import InvalidInput, MemorySystem
+
+    for runtime in ("sim", "threads"):
+        with MemorySystem.open(runtime=runtime) as memory:
+            sa = memory.agent("sa", "SA")
+            with pytest.raises(InvalidInput, match="64 bits"):
+                sa.write("note:big", {"n": 2**70})
+            with pytest.raises(InvalidInput, match="64 bits"):
+                sa.publish("t", {"n": -(2**70)})
+            assert sa.read("note:big")["version"] == 0

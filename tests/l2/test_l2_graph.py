@@ -564,3 +564,18 @@ def test_concurrent_readers_see_a_rewrite_whole_or_not_at_all(store: GraphStore)
     assert seen
     for rows in seen:
         assert len(rows) == 1 and rows[0]["a"] == rows[0]["b"] == rows[0]["c"], rows
+
+
+def test_the_system_graph_can_live_on_disk_and_is_rebuilt_from_l0(tmp_path: Path) -> None:
+    from gliding_actors import MemorySystem
+
+    config = {"l2": {"graph_on_disk": True}}
+    query = "SELECT ?s WHERE { ?s <https://gliding-actors.dev/ns#goal> ?g }"
+    with MemorySystem.open(tmp_path / "mem", config) as memory:
+        assert memory.graph.path == str(tmp_path / "mem" / "l2")
+        pa = memory.agent("pa", "PA")
+        pa.write("plan:disk", {"goal": "persist"}, graph="plan")
+        assert pa.query(query)["rows"] == [{"s": "plan:disk"}]
+    assert (tmp_path / "mem" / "l2").is_dir()
+    with MemorySystem.open(tmp_path / "mem", config) as memory:
+        assert memory.agent("pa", "PA").query(query)["rows"] == [{"s": "plan:disk"}]

@@ -1,0 +1,288 @@
+"""The session actor: hosts one agent's :class:`Session` and writes its archive to L0.
+
+One actor per agent, ``l1:<agent id>``, spawned with the agent's handle
+(``MemorySystem.agent``) and subscribed, in push mode, to the bus topic
+``line.changed`` before the handle is returned — so no write that completes
+after the agent exists can slip past its session.
+
+Requests (plain dicts, key ``t``), from the agent's handle:
+
+- ``turn {role, summary, thought, content, supplement?, relevance?, tokens?,
+  cites?, embedding?}`` → ``{archive_iri, evicted, tokens, turn_tokens, seq,
+  counter}``: the thought and content are archived first; a turn that cannot
+  be archived never enters the chain;
+- ``session`` → the chain (``Session.snapshot``);
+- ``messages`` → the chain as LLM messages; ``handoff`` → a hand-off text;
+- ``query {embedding? | text?}`` → ``{evicted}`` (neither: clear the query);
+- ``close`` → archives the session node, empties the chain, answers
+  ``{session_iri, blocks, tokens, counter}``.
+
+Bus events ``{"type": "bus.event", "topic": "line.changed", "message": {iri,
+version}}`` mark citing turns stale. They arrive asynchronously, after the
+write they announce completed: an op issued right after a write may not see
+the mark yet (a scenario ``quiesce`` step, or any later op, will).
+
+The chain is volatile, as L1 is in the architecture: if this actor crashes it
+restarts with an empty chain (the archive in L0 keeps every turn, and
+numbering resumes after the highest block), and a reopened memory starts
+every session empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from gliding_actors.bus import BUS_ACTOR
+from gliding_actors.clock import Clock
+from gliding_actors.coherence._hosting import LINE_CHANGED
+from gliding_actors.errors import InvalidInput
+from gliding_actors.l0 import L0Store, is_valid_iri
+from gliding_actors.l1._archive import SessionArchive
+from gliding_actors.l1._policy import EvictionPolicy
+from gliding_actors.l1._session import Embedder, Session, check_embedding
+from gliding_actors.l1._tokens import TokenCounter, get_counter
+from gliding_actors.runtime import Context
+
+if TYPE_CHECKING:
+    import threading
+
+    from gliding_actors.l2._registry import LineGraphs
+    from gliding_actors.system import MemorySystem
+
+__all__ = ["SessionActor", "session_actor_name", "start_session", "turn_request"]
+
+_ACTOR_PREFIX = "l1:"
+
+
+def session_actor_name(agent: str) -> str:
+    """The actor name of ``agent``'s session."""
+    return _ACTOR_PREFIX + agent
+
+
+def _text(value: object, what: str, *, empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} is a string, not {type(value).__name__}")
+    if not empty and not value.strip():
+        raise InvalidInput(f"{what} is empty")
+    return value
+
+
+def turn_request(
+    *,
+    summary: object,
+    thought: object = "",
+    content: object = "",
+    role: object = "assistant",
+    supplement: object = False,
+    relevance: object = None,
+    tokens: object = None,
+    cites: object = None,
+    embedding: object = None,
+    line_graphs: LineGraphs | None = None,
+) -> dict[str, Any]:
+    """Check a turn's arguments and build the ``turn`` request; InvalidInput before anything is sent.
+
+    ``cites`` is a list of line IRIs or a mapping IRI → version seen. For a
+    list, the version is the newest completed write this process recorded
+    (``line_graphs``), so only a later write marks the turn stale; pass a
+    mapping when the LLM read an older version.
+    """
+    request: dict[str, Any] = {
+        "t": "turn",
+        "role": _text(role, "a turn's role", empty=False),
+        "summary": _text(summary, "a turn's summary", empty=False),
+        "thought": _text(thought, "a turn's thought"),
+        "content": _text(content, "a turn's content"),
+    }
+    if type(supplement) is not bool:
+        raise InvalidInput(f"supplement is true or false, not {supplement!r}")
+    request["supplement"] = supplement
+    if relevance is not None:
+        if isinstance(relevance, bool) or not isinstance(relevance, (int, float)) or not 0.0 <= relevance <= 1.0:
+            raise InvalidInput(f"relevance is a number in [0, 1], not {relevance!r}")
+        request["relevance"] = float(relevance)
+    if tokens is not None:
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise InvalidInput(f"tokens is an integer >= 0, not {tokens!r}")
+        request["tokens"] = tokens
+    if embedding is not None:
+        request["embedding"] = list(check_embedding(embedding, "a turn's embedding"))
+    if cites is not None:
+        request["cites"] = _cites(cites, line_graphs)
+    return request
+
+
+def _cites(cites: object, line_graphs: LineGraphs | None) -> dict[str, int]:
+    if isinstance(cites, Mapping):
+        out: dict[str, int] = {}
+        for iri, version in cites.items():
+            if not is_valid_iri(iri):
+                raise InvalidInput(f"cites: not a valid IRI: {iri!r}")
+            if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+                raise InvalidInput(f"cites: the version of {iri} is an integer >= 0, not {version!r}")
+            out[iri] = version
+        return out
+    if isinstance(cites, (str, bytes)) or not isinstance(cites, Iterable):
+        raise InvalidInput(f"cites is a list of line IRIs or a mapping IRI -> version, not {cites!r}")
+    listed: dict[str, int] = {}
+    for iri in cites:
+        if not is_valid_iri(iri):
+            raise InvalidInput(f"cites: not a valid IRI: {iri!r}")
+        listed[iri] = line_graphs.version_of(iri) if line_graphs is not None else 0
+    return listed
+
+
+class SessionActor:
+    """Behaviour of ``l1:<agent>`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        agent: str,
+        role: str,
+        *,
+        store: L0Store,
+        lock: threading.Lock,
+        clock: Clock,
+        policy: EvictionPolicy,
+        counter: TokenCounter,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.agent = agent
+        self.role = role
+        self.archive = SessionArchive(store, lock, agent)
+        self.session = Session(agent, policy=policy, clock=clock, counter=counter, embedder=embedder)
+        #: every block archived since the session opened (the chain and the evicted)
+        self.blocks: list[str] = []
+
+    # -- plain methods (the actor's handlers; tests and the bench call them directly) --
+    def turn(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        session = self.session
+        thought = _text(msg.get("thought", ""), "a turn's thought")
+        content = _text(msg.get("content", ""), "a turn's content")
+        iri = self.archive.next_block_iri()
+        turn = session.prepare(
+            seq=self.archive.next_block,
+            role=msg.get("role", "assistant"),
+            summary=msg.get("summary", ""),  # prepare checks it
+            archive_iri=iri,
+            supplement=msg.get("supplement", False),
+            relevance=msg.get("relevance"),
+            tokens=msg.get("tokens"),
+            embedding=msg.get("embedding"),
+            cites=msg.get("cites"),
+        )
+        record: dict[str, Any] = {
+            "agent": self.agent,
+            "agentRole": self.role,
+            "session": self.archive.next_session_iri(),
+            "seq": turn.seq,
+            "role": turn.role,
+            "summary": turn.summary,
+            "thought": thought,
+            "content": content,
+            "supplement": turn.supplement,
+            "relevance": turn.relevance,
+            "tokens": turn.tokens,
+            "counter": session.counter.name,
+            "createdAt": turn.created_at,
+            "cites": [{"iri": i, "version": v} for i, v in turn.cites.items()],
+        }
+        if turn.embedding is not None:
+            record["embedding"] = list(turn.embedding)
+        written = self.archive.write_block(record)  # raises having written nothing
+        assert written == iri
+        self.blocks.append(iri)
+        result = session.commit(turn)
+        return {
+            "archive_iri": iri,
+            "evicted": result.evicted,
+            "tokens": session.total_tokens,
+            "turn_tokens": turn.tokens,
+            "seq": turn.seq,
+            "counter": session.counter.name,
+        }
+
+    def close(self) -> dict[str, Any]:
+        session = self.session
+        handoff = session.handoff(role=self.role)
+        record = {
+            "agent": self.agent,
+            "agentRole": self.role,
+            "openedAt": session.opened_at,
+            "closedAt": session.clock.now(),
+            "blocks": list(self.blocks),
+            "chain": [t.archive_iri for t in session.turns],
+            "weakRefs": session.weak_refs,
+            "tokens": session.total_tokens,
+            "counter": session.counter.name,
+            "handoff": handoff["text"],
+        }
+        iri = self.archive.write_session(record)
+        blocks = list(self.blocks)
+        session.reset()
+        self.blocks = []
+        return {"session_iri": iri, "blocks": blocks, "tokens": record["tokens"], "counter": record["counter"]}
+
+    def query(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        embedding = msg.get("embedding")
+        text = msg.get("text")
+        if text is not None:
+            text = _text(text, "a query", empty=False)
+        return {"evicted": self.session.set_query(embedding, text=text)}
+
+    def line_changed(self, event: Mapping[str, Any]) -> None:
+        iri = event.get("iri")
+        version = event.get("version")
+        if isinstance(iri, str) and isinstance(version, int) and not isinstance(version, bool):
+            self.session.line_changed(iri, version)
+
+    # -- the actor ---------------------------------------------------------------
+    def receive(self, message: Any, ctx: Context) -> Any:
+        if not isinstance(message, dict):
+            raise InvalidInput(f"session requests are objects, not {type(message).__name__}")
+        if message.get("type") == "bus.event":
+            if message.get("topic") == LINE_CHANGED and isinstance(message.get("message"), dict):
+                self.line_changed(message["message"])
+            return None
+        kind = message.get("t")
+        if kind == "turn":
+            return self.turn(message)
+        if kind == "session":
+            return self.session.snapshot()
+        if kind == "messages":
+            return self.session.messages()
+        if kind == "handoff":
+            return self.session.handoff(role=self.role)
+        if kind == "query":
+            return self.query(message)
+        if kind == "close":
+            return self.close()
+        raise InvalidInput(f"unknown session request {kind!r}")
+
+
+def start_session(system: MemorySystem, agent: str, role: str, *, embedder: Embedder | None = None) -> None:
+    """Spawn ``agent``'s session actor and subscribe it to ``line.changed`` (waits for the bus).
+
+    ``embedder`` is None until issue 8's vector engine provides one; with
+    None, relevance is the score each turn gives (or cosine to explicit
+    embeddings).
+    """
+    config = system.config.l1
+    policy = EvictionPolicy.from_config(config, role)
+    counter = get_counter(config.counter)
+    store = system.l0
+    lock = system._l0_lock
+    clock = system.clock
+    name = session_actor_name(agent)
+
+    def build() -> SessionActor:
+        return SessionActor(
+            agent, role, store=store, lock=lock, clock=clock, policy=policy, counter=counter, embedder=embedder
+        )
+
+    runtime = system.runtime
+    runtime.spawn(name, build, restart=True)
+    runtime.lookup(BUS_ACTOR).ask(
+        {"type": "subscribe", "topic": LINE_CHANGED, "subscriber": name, "mode": "push"}
+    ).get()
