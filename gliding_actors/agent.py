@@ -707,6 +707,35 @@ class Agent:
         """
         return reload_turn(self._system.l0, iri)
 
+    # -- L3 projections (docs/L3.md) -------------------------------------------
+    def submit_project(
+        self, frame: str | None = None, task: str | None = None, max_tokens: int | None = None
+    ) -> Future[dict[str, Any]]:
+        """A projection of ``task`` through ``frame`` (None: this role's default) within ``max_tokens``.
+
+        A valid cached view answers at once, without a message; otherwise the
+        dirty lines are recalled and a worker computes it. Bad arguments raise
+        :class:`~gliding_actors.errors.InvalidInput` before anything is sent.
+        """
+        return self._system.l3.submit(self._role, frame, task, max_tokens)
+
+    def project(
+        self,
+        frame: str | None = None,
+        task: str | None = None,
+        max_tokens: int | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """What this role sees of ``task``: ``{tokens, iris, jsonld, cached, mode, counter, ...}``.
+
+        Only nodes of graphs this role may read appear; ``tokens`` (counted by
+        ``counter``) never exceeds ``max_tokens``; ``mode`` says whether the
+        result is ``full``, ``truncated`` or ``reference`` (docs/L3.md).
+        """
+        result: dict[str, Any] = self.submit_project(frame, task, max_tokens).get(timeout)
+        return result
+
     def __repr__(self) -> str:
         return f"<Agent {self._id!r} role={self._role}>"
 

@@ -28,6 +28,7 @@ __all__ = [
     "L0Config",
     "L1Config",
     "L2Config",
+    "L3Config",
     "RuntimeConfig",
 ]
 
@@ -128,6 +129,18 @@ class L2Config:
 
 
 @dataclasses.dataclass(frozen=True)
+class L3Config:
+    """The L3 projection engine (read by :class:`gliding_actors.l3.ProjectionService`)."""
+
+    #: Worker actors computing projections in parallel (pyoxigraph releases the GIL).
+    workers: int = dataclasses.field(default=2, metadata=_range(1, 64))
+    #: Materialized views kept; past it the least recently used is dropped.
+    max_views: int = dataclasses.field(default=10_000, metadata=_range(1))
+    #: Token counter of the budgets: ``auto``, ``cl100k_base`` or ``estimate-v1`` (as ``l1.counter``).
+    counter: str = dataclasses.field(default="auto", metadata={"parse": lambda raw, path, _base: _l1_counter(raw, path)})
+
+
+@dataclasses.dataclass(frozen=True)
 class AgentsConfig:
     """Agent awareness on the blackboard."""
 
@@ -174,6 +187,7 @@ class Config:
     l0: L0Config = dataclasses.field(default_factory=L0Config)
     l1: L1Config = dataclasses.field(default_factory=L1Config)
     l2: L2Config = dataclasses.field(default_factory=L2Config)
+    l3: L3Config = dataclasses.field(default_factory=L3Config)
     agents: AgentsConfig = dataclasses.field(default_factory=AgentsConfig)
     #: Changes to the default permission table (docs/L2.md, "Permissions"),
     #: read by :class:`~gliding_actors.system.MemorySystem`:

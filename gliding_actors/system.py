@@ -45,6 +45,7 @@ from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor
 from gliding_actors.l2._graph import GraphStore
 from gliding_actors.l2._permissions import PermissionMatrix
 from gliding_actors.l2._registry import LineGraphs
+from gliding_actors.l3 import ProjectionService
 from gliding_actors.runtime import Future, GatheredFuture, Runtime, Simulator, ThreadsRuntime, create_runtime
 
 __all__ = ["MemorySystem"]
@@ -92,6 +93,8 @@ class MemorySystem:
             )
             for name in self.directories:
                 runtime.spawn(name, self._directory_factory(name), restart=True)
+            #: L3: projections (frames, views, the worker pool); docs/L3.md
+            self.l3 = ProjectionService.start(self)
         except BaseException:
             self._l0.close()
             raise

@@ -21,6 +21,7 @@ SUITES: dict[str, str] = {
     "l0": "gliding_actors.bench._l0",
     "l1": "gliding_actors.bench._l1",
     "l2": "gliding_actors.bench._l2",
+    "l3": "gliding_actors.bench._l3",
 }
 
 

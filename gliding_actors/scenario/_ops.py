@@ -54,6 +54,7 @@ _PROVIDERS: tuple[str, ...] = (
     "gliding_actors.coherence._scenario",
     "gliding_actors.l2._scenario",
     "gliding_actors.l1._scenario",
+    "gliding_actors.l3._scenario",
 )
 _loaded = False
 

@@ -1,0 +1,325 @@
+"""The L3 projection service: a worker-actor pool, a view actor, and the handle-side entry point.
+
+Actors (thin hosts of the plain code in ``_gather``, ``_shape`` and ``_views``):
+
+* ``l3:worker:<i>`` (``config.l3.workers`` of them) — ``{"t": "project", …}``
+  → the projection: gather the scope into a scratch store, run the frame,
+  frame the JSON-LD, fit the budget, keep the view. On the threads runtime
+  each worker is a thread, and pyoxigraph releases the GIL while it queries,
+  so two workers really use two cores for query-heavy frames.
+* ``l3:views`` — subscribed (push) to the bus topic ``line.changed``; each
+  event bumps the changed node in the :class:`ViewCache` and finds what the
+  line now links to. ``{"t": "stats"}`` → the cache's counters.
+
+The handle-side entry point (:meth:`ProjectionService.submit`, what
+``Agent.submit_project`` calls) checks the arguments — bad input is
+:class:`~gliding_actors.errors.InvalidInput` before anything is sent — then
+looks the view up **without a message**; on a miss it stamps the projection,
+recalls every dirty line home and asks the blackboard for the task's subtree
+(both at once), then sends the work to the next worker, round robin. No
+actor waits on another: the steps are chained futures.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyoxigraph as ox
+
+from gliding_actors.bus import BUS_ACTOR
+from gliding_actors.coherence._hosting import LINE_CHANGED, unpack_value
+from gliding_actors.errors import GlidingError, InvalidInput
+from gliding_actors.l1._tokens import TokenCounter, get_counter
+from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR
+from gliding_actors.l2._jsonld import GRAPH_BASE, VOCAB, to_quads
+from gliding_actors.l3._frames import PREFIXES, Frame, FrameRegistry, default_frame
+from gliding_actors.l3._gather import gather, links_of, live_triples
+from gliding_actors.l3._ontology import SCOPE_GRAPH
+from gliding_actors.l3._shape import frame_nodes, iris_of, shape, to_jsonld_nodes
+from gliding_actors.l3._views import ViewCache, ViewKey
+from gliding_actors.runtime import ChainedFuture, CompletedFuture, Context, Future, GatheredFuture
+
+if TYPE_CHECKING:
+    from gliding_actors.system import MemorySystem
+
+__all__ = ["VIEWS_ACTOR", "WORKER_PREFIX", "ProjectionService", "ProjectionWorker", "ViewsActor"]
+
+WORKER_PREFIX = "l3:worker:"
+VIEWS_ACTOR = "l3:views"
+
+_SUMMARIES = f"""SELECT ?n ?summary WHERE {{
+  GRAPH <{SCOPE_GRAPH}> {{ ?n a <https://gliding-actors.dev/l3#Member> }}
+  ?n <{VOCAB}summary> ?summary }} ORDER BY ?n ?summary"""
+_CHECK_GRAPH = ox.NamedNode(GRAPH_BASE + "l3")
+
+
+def _check_task(task: object) -> str | None:
+    if task is None:
+        return None
+    if not isinstance(task, str) or not task or any(c.isspace() or ord(c) < 32 for c in task):
+        raise InvalidInput(f"a task id is a non-empty string without spaces, not {task!r}", path=("task",))
+    return task
+
+
+def _check_budget(max_tokens: object) -> int | None:
+    if max_tokens is None:
+        return None
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise InvalidInput(
+            f"max_tokens is an integer >= 1 (or none for no budget), not {max_tokens!r}", path=("max_tokens",)
+        )
+    return max_tokens
+
+
+def _iri_roots(ids: Iterable[str]) -> list[str]:
+    """The ids that are IRIs (a DAG task id like ``design`` cannot be linked to)."""
+    out: list[str] = []
+    for i in sorted(set(ids)):
+        try:
+            ox.NamedNode(i)
+        except ValueError:
+            continue
+        out.append(i)
+    return out
+
+
+class ProjectionService:
+    """L3 of one :class:`~gliding_actors.MemorySystem`: frames, views, workers.
+
+    Use :meth:`start`; ``memory.l3`` holds it. :meth:`register_frame` adds a
+    user frame; :meth:`submit` is what ``Agent.submit_project`` calls.
+    """
+
+    def __init__(self, system: MemorySystem) -> None:
+        config = system.config.l3
+        self._system = system
+        self.frames = FrameRegistry()
+        self.counter: TokenCounter = get_counter(config.counter)
+        self.views = ViewCache(config.max_views, resolver=self._links_now)
+        self.workers = tuple(f"{WORKER_PREFIX}{i}" for i in range(config.workers))
+        self._next = itertools.count()
+        self._next_lock = threading.Lock()
+
+    @classmethod
+    def start(cls, system: MemorySystem) -> ProjectionService:
+        """Spawn the workers and the view actor, subscribe it to ``line.changed``
+        and the cache to the line registry (waits for the bus)."""
+        service = cls(system)
+        runtime = system.runtime
+        for name in service.workers:
+            runtime.spawn(name, lambda: ProjectionWorker(service), restart=True)
+        runtime.spawn(VIEWS_ACTOR, lambda: ViewsActor(service.views), restart=True)
+        runtime.lookup(BUS_ACTOR).ask(
+            {"type": "subscribe", "topic": LINE_CHANGED, "subscriber": VIEWS_ACTOR, "mode": "push"}
+        ).get()
+        system.line_graphs.add_listener(service._recorded)
+        return service
+
+    # -- frames ---------------------------------------------------------------------------
+    def register_frame(
+        self,
+        name: str,
+        sparql: str,
+        frame: Mapping[str, Any],
+        *,
+        description: str = "",
+        priority: Iterable[str] = (),
+        drop: Iterable[str] = (),
+        live: bool = False,
+    ) -> Frame:
+        """Add a user frame (see :meth:`FrameRegistry.register`); InvalidInput, nothing registered, if any part is bad."""
+        return self.frames.register(
+            name, sparql, frame, description=description, priority=priority, drop=drop, live=live
+        )
+
+    # -- changes ----------------------------------------------------------------------------
+    def _recorded(self, iri: str, version: int, forced: bool) -> None:
+        """The line registry's listener: a write completed (or a crash reset a line)."""
+        self.views.changed(iri, version, None, forced=forced)
+
+    def _links_now(self, iri: str, version: int, agent: str | None) -> set[str] | None:
+        """What line ``iri`` links to at ``version`` or newer; None while no copy that new is visible.
+
+        Looks at home (the graph) and in the writer's published cache
+        snapshot (``agent``, which the bus event names; the registry's call
+        does not know it, and its line waits for the event or for the value
+        to come home — a recall, which every cold projection makes). Called
+        with the view cache's lock held: reads only, never blocks, takes no
+        other lock.
+        """
+        if version <= 0:
+            return set()
+        system = self._system
+        node = system.graph.node(iri)
+        if node is not None and node.version >= version:
+            return set() if node.value is None else links_of(system.graph.quads_of(iri))
+        hit = system.board.lookup(agent, iri) if agent is not None else None
+        if hit is None or hit[2] < version:
+            return None
+        value = unpack_value(hit[1])
+        if value is None:
+            return set()
+        try:
+            return links_of(to_quads(iri, value, _CHECK_GRAPH))
+        except GlidingError:
+            return set()
+
+    # -- projections ----------------------------------------------------------------------------
+    def submit(
+        self, role: str, frame: str | None = None, task: str | None = None, max_tokens: int | None = None
+    ) -> Future[dict[str, Any]]:
+        """Project ``frame`` (None: the role's default) of ``task`` for ``role`` within ``max_tokens``.
+
+        Answers ``{tokens, iris, jsonld, cached, mode, counter, frame, task,
+        max_tokens, full_tokens}``. A valid cached view is answered at once,
+        without a message.
+        """
+        name = default_frame(role) if frame is None else frame
+        chosen = self.frames.get(name)
+        checked_task = _check_task(task)
+        budget = _check_budget(max_tokens)
+        key: ViewKey = (checked_task or "", chosen.name, role, budget or 0)
+        if not chosen.live:
+            hit = self.views.lookup(key)
+            if hit is not None:
+                hit["cached"] = True
+                return CompletedFuture(hit)
+        stamp = self.views.stamp()
+        system = self._system
+        board = system.runtime.lookup(BLACKBOARD_ACTOR)
+        parts: list[Any] = [system.submit_recall()]
+        parts.append(
+            board.ask({"t": "task.members", "task": checked_task}) if checked_task is not None else CompletedFuture(None)
+        )
+        parts.append(board.ask({"t": "agents"}) if chosen.live else CompletedFuture(None))
+        with self._next_lock:
+            worker = self.workers[next(self._next) % len(self.workers)]
+        request: dict[str, Any] = {
+            "t": "project",
+            "role": role,
+            "frame": chosen.name,
+            "task": checked_task,
+            "max_tokens": budget,
+            "stamp": stamp,
+        }
+        runtime = system.runtime
+
+        def send(values: list[Any]) -> Future[dict[str, Any]]:
+            _moved, scope, team = values
+            request["scope"] = scope
+            request["team"] = None if team is None else team["agents"]
+            future: Future[dict[str, Any]] = runtime.lookup(worker).ask(request)
+            return future
+
+        return ChainedFuture(GatheredFuture(parts, lambda values: values), send)
+
+    def compute(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """One projection (a worker's job): gather, frame, fit, keep. Reads only the stores."""
+        system = self._system
+        role = str(request["role"])
+        frame = self.frames.get(request["frame"])
+        task: str | None = request.get("task")
+        budget: int | None = request.get("max_tokens")
+        scope: Mapping[str, Any] | None = request.get("scope")
+        roots: list[str] | None = None
+        statuses: Mapping[str, str] = {}
+        if task is not None:
+            ids = [task, *(scope or {}).get("tasks", ()), *(scope or {}).get("nodes", ())]
+            roots = _iri_roots(ids)
+            statuses = dict((scope or {}).get("statuses", {}))
+        extra: list[ox.Triple] = []
+        extra_members: list[str] = []
+        if frame.live:
+            # a task whose line the role may not read is not shown, not even its DAG status
+            statuses = {t: st for t, st in statuses.items() if system.may_read(role, t)}
+            extra, extra_members = live_triples(request.get("team"), statuses)
+            extra_members += [t for t in _iri_roots(statuses)]
+        gathered = gather(
+            system.graph,
+            system.l0,
+            graphs=system.readable_graphs(role),
+            graph_of=system.line_graphs.graph_of,
+            roots=roots,
+            extra=extra,
+            extra_members=extra_members,
+        )
+        try:
+            constructed = gathered.query(frame.sparql, PREFIXES)
+            assert isinstance(constructed, ox.QueryTriples)  # checked at registration
+            triples = list(constructed)
+        except (SyntaxError, RuntimeError, ValueError, TypeError, OSError) as exc:
+            raise InvalidInput(f"frame {frame.name!r} failed: {exc}") from None
+        try:
+            nodes = frame_nodes(to_jsonld_nodes(triples), frame.frame, frame.priority)
+        except Exception as exc:  # noqa: BLE001 - pyld raises its own errors; the caller gets a typed one
+            raise InvalidInput(f"frame {frame.name!r}: JSON-LD framing failed: {exc}") from None
+
+        def summaries() -> dict[str, str]:
+            out: dict[str, str] = {}
+            rows = gathered.query(_SUMMARIES, PREFIXES)
+            assert isinstance(rows, ox.QuerySolutions)
+            for row in rows:
+                subject, summary = row[0], row[1]
+                if subject is not None and summary is not None:
+                    out.setdefault(str(subject.value), str(summary.value))
+            return out
+
+        shaped = shape(nodes, drop=frame.drop, max_tokens=budget, counter=self.counter, summaries=summaries)
+        result: dict[str, Any] = {
+            "tokens": shaped.tokens,
+            "iris": iris_of(shaped.jsonld),
+            "jsonld": shaped.jsonld,
+            "cached": False,
+            "mode": shaped.mode,
+            "counter": self.counter.name,
+            "frame": frame.name,
+            "task": task,
+            "max_tokens": budget,
+            "full_tokens": shaped.full_tokens,
+            "lines_read": gathered.lines_read,
+        }
+        if not frame.live:
+            key: ViewKey = (task or "", frame.name, role, budget or 0)
+            self.views.insert(key, result, stamp=int(request["stamp"]), deps=gathered.deps, watch=gathered.watch)
+        return result
+
+    def stats(self) -> dict[str, Any]:
+        """The view cache's counters, the workers and the counter name."""
+        return {**self.views.stats(), "workers": len(self.workers), "counter": self.counter.name}
+
+
+class ProjectionWorker:
+    """Behaviour of ``l3:worker:<i>``: computes one projection per request."""
+
+    def __init__(self, service: ProjectionService) -> None:
+        self._service = service
+
+    def receive(self, message: Any, ctx: Context) -> Any:
+        if not isinstance(message, dict) or message.get("t") != "project":
+            raise InvalidInput(f"an L3 worker computes {{'t': 'project'}} requests, not {message!r}")
+        return self._service.compute(message)
+
+
+class ViewsActor:
+    """Behaviour of ``l3:views``: applies ``line.changed`` events to the view cache."""
+
+    def __init__(self, views: ViewCache) -> None:
+        self._views = views
+
+    def receive(self, message: Any, ctx: Context) -> Any:
+        if not isinstance(message, dict):
+            raise InvalidInput(f"the L3 view actor takes objects, not {type(message).__name__}")
+        if message.get("type") == "bus.event":
+            event = message.get("message")
+            if message.get("topic") == LINE_CHANGED and isinstance(event, dict):
+                iri, version, agent = event.get("iri"), event.get("version"), event.get("agent")
+                if isinstance(iri, str) and type(version) is int:
+                    self._views.changed(iri, version, agent if isinstance(agent, str) else None)
+                    self._views.drain()
+            return None
+        if message.get("t") == "stats":
+            return self._views.stats()
+        raise InvalidInput(f"unknown L3 view request {message!r}")
