@@ -12,6 +12,7 @@ inversion) fails here.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +20,8 @@ from gliding_actors.clock import VirtualClock
 from gliding_actors.l1 import EvictionPolicy, Session
 from gliding_actors.scenario._loader import load_scenario
 from gliding_actors.scenario._replay import replay
-from tests.conftest import REPO
+
+REPO = Path(__file__).resolve().parents[2]
 
 LOW, HIGH = 0.1, 0.9
 

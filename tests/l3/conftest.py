@@ -8,7 +8,7 @@ import pytest
 
 from gliding_actors.agent import Agent
 from gliding_actors.system import MemorySystem
-from tests.l3.team import build_team
+from team import build_team
 
 
 @pytest.fixture

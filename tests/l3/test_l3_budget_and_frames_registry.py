@@ -12,7 +12,7 @@ from gliding_actors.l1._tokens import EstimateCounter
 from gliding_actors.l3 import BUILTIN_FRAMES, shape
 from gliding_actors.l3._shape import _text
 from gliding_actors.system import MemorySystem
-from tests.l3.team import TASK
+from team import TASK
 
 COUNTER = EstimateCounter()
 

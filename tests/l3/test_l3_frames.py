@@ -16,7 +16,7 @@ import pytest
 from gliding_actors.agent import Agent
 from gliding_actors.l3 import BUILTIN_FRAMES, ROLE_FRAMES
 from gliding_actors.system import MemorySystem
-from tests.l3.team import CODE_MARKER, CONTENT_MARKER, LINES, OTHER, SUBTASK, TASK, text_of
+from team import CODE_MARKER, CONTENT_MARKER, LINES, OTHER, SUBTASK, TASK, text_of
 
 
 def node(result: dict[str, Any], iri: str) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gliding_actors.scenario._replay import load_and_replay
-from tests.conftest import REPO
+
+REPO = Path(__file__).resolve().parents[2]
 
 FILES = sorted((REPO / "scenarios" / "projection").glob("*.yaml"))
 

@@ -17,7 +17,7 @@ from gliding_actors.errors import InvalidInput
 from gliding_actors.l3 import ANY_NODE, VIEWS_ACTOR, ViewCache
 from gliding_actors.runtime import Simulator
 from gliding_actors.system import MemorySystem
-from tests.l3.team import TASK, text_of
+from team import TASK, text_of
 
 
 def delivered(memory: MemorySystem) -> int:
@@ -138,7 +138,7 @@ def test_the_view_actor_applies_bus_events(memory: MemorySystem) -> None:
 
 
 def test_views_work_on_threads() -> None:
-    from tests.l3.team import build_team
+    from team import build_team
 
     with MemorySystem.open(runtime="threads", config={"l3": {"counter": "estimate-v1", "workers": 2}}) as memory:
         team = build_team(memory)
