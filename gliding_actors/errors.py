@@ -15,9 +15,10 @@ tell them apart::
     ├── Timeout                 a wait ran out of time (also a TimeoutError)
     ├── ActorUnavailable        the actor is stopped, crashed or unknown
     │   └── ActorCrashed        the actor failed while handling this request
-    └── StorageError            durable storage cannot be used as it is
-        ├── IncompatibleFormat  written by a newer format version
-        └── CorruptRecord       a stored record does not decode
+    ├── StorageError            durable storage cannot be used as it is
+    │   ├── IncompatibleFormat  written by a newer format version
+    │   └── CorruptRecord       a stored record does not decode
+    └── EmbeddingError          an embedder could not embed a text (never a zero vector)
 
 The scenario format names errors by class name (``error: ConflictError``), so
 these names are part of the public contract: never rename one.
@@ -39,6 +40,7 @@ __all__ = [
     "CorruptRecord",
     "CycleError",
     "DeadlockError",
+    "EmbeddingError",
     "GlidingError",
     "IncompatibleFormat",
     "InvalidInput",
@@ -141,3 +143,9 @@ class IncompatibleFormat(StorageError):
 
 class CorruptRecord(StorageError):
     """A stored record does not decode; the key is named in the message."""
+
+
+class EmbeddingError(GlidingError):
+    """An embedder could not turn a text into a vector (a model missing, an
+    endpoint down or answering nonsense). Never papered over with a zero or
+    random vector: the caller falls back to another embedder or indexes nothing."""

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gliding_actors.agent import ROLES, Agent
 from gliding_actors.bus import BUS_ACTOR, MemoryBus
@@ -39,6 +39,8 @@ from gliding_actors.coherence._hosting import (
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.config import Config
 from gliding_actors.errors import ActorCrashed, ActorUnavailable, InvalidInput
+from gliding_actors.hyperspace._service import HyperspaceService
+from gliding_actors.context._service import ContextService
 from gliding_actors.l0 import L0Store
 from gliding_actors.l1 import is_archive_iri, start_session
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor
@@ -47,6 +49,9 @@ from gliding_actors.l2._permissions import PermissionMatrix
 from gliding_actors.l2._registry import LineGraphs
 from gliding_actors.l3 import ProjectionService
 from gliding_actors.runtime import Future, GatheredFuture, Runtime, Simulator, ThreadsRuntime, create_runtime
+
+if TYPE_CHECKING:
+    from gliding_actors.scenario._record import Recorder
 
 __all__ = ["MemorySystem"]
 
@@ -64,6 +69,8 @@ class MemorySystem:
         self.lost_in_crash: list[str] = []
         self._lock = threading.Lock()
         self._closed = False
+        #: writes every agent-level op to a trace when opened with ``record=`` (docs/RECORDING.md)
+        self._recorder: Recorder | None = None
         self._l0 = L0Store(str(path / "l0"), clock=runtime.clock, config=config.l0)
         self._l0_lock = threading.Lock()
         self.graph = GraphStore(path / "l2" if config.l2.graph_on_disk else None)
@@ -95,6 +102,10 @@ class MemorySystem:
                 runtime.spawn(name, self._directory_factory(name), restart=True)
             #: L3: projections (frames, views, the worker pool); docs/L3.md
             self.l3 = ProjectionService.start(self)
+            #: Hyperspace: embeddings and hybrid search, fed by line.changed; docs/HYPERSPACE.md
+            self.hyperspace = HyperspaceService.start(self)
+            #: the MemoryScheduler and the Prefetcher (Agent.context / Agent.intent); docs/CONTEXT.md
+            self.context = ContextService.start(self)
         except BaseException:
             self._l0.close()
             raise
@@ -109,6 +120,7 @@ class MemorySystem:
         clock: Clock | None = None,
         seed: int = 0,
         trace: int = 0,
+        record: str | Path | None = None,
     ) -> MemorySystem:
         """Open (or create) a memory at ``path``; a temporary directory when None.
 
@@ -116,7 +128,9 @@ class MemorySystem:
         ``runtime`` is ``"threads"`` or ``"sim"``; ``seed`` drives the
         simulator's scheduling; ``clock`` is injected (a :class:`VirtualClock`
         by default on ``sim``); ``trace`` keeps that many recent protocol
-        messages for failure reports on ``threads``.
+        messages for failure reports on ``threads``; ``record`` is a file
+        to write every agent-level operation to, as JSON lines
+        (docs/RECORDING.md; ``gliding-actors convert`` makes it a scenario).
         """
         if config is None:
             cfg = Config()
@@ -141,10 +155,19 @@ class MemorySystem:
                 raise InvalidInput(f"cannot use {where} as the memory's directory: {exc}") from exc
             owns = False
         try:
-            return cls(runtime=rt, config=cfg, path=where, owns_path=owns)
+            system = cls(runtime=rt, config=cfg, path=where, owns_path=owns)
         except BaseException:
             rt.shutdown()
             raise
+        if record is not None:
+            from gliding_actors.scenario._record import Recorder
+
+            try:
+                system._recorder = Recorder.attach(system, record)
+            except BaseException:
+                system.close(flush=False)
+                raise
+        return system
 
     # -- properties --------------------------------------------------------
     @property
@@ -193,6 +216,8 @@ class MemorySystem:
             start_session(self, agent_id, role)  # L1: the agent's summary chain
             self._runtime.lookup(BLACKBOARD_ACTOR).ask({"t": "register", "agent": agent_id, "role": role}).get()
             handle = Agent(self, agent_id, role)
+            if self._recorder is not None:
+                self._recorder.agent_added(handle)
             self._agents[agent_id] = handle
             return handle
 
@@ -251,6 +276,29 @@ class MemorySystem:
     def l0(self) -> L0Store:
         """The durable store (reads are safe from any thread)."""
         return self._l0
+
+    def line_copy(self, iri: str) -> tuple[dict[str, Any] | None, int, list[str], str] | None:
+        """The newest copy home holds of ``iri`` (else L0's) as ``(value, version, tags, graph)``.
+
+        No message and no lock: for a reader that has recalled dirty lines
+        first (search indexes what a write left at home). ``value`` None is a
+        tombstone; None is a line neither home nor L0 knows.
+        """
+        home = self._homes.get(self.directory_for(iri))
+        if home is not None:
+            for _attempt in range(3):
+                held = home.peek(iri)
+                if held is None:
+                    break
+                meta = home.meta_of(iri) or {}
+                again = home.peek(iri)
+                if again is not None and again["version"] == held["version"]:
+                    tags = list(meta.get("tags") or ())
+                    return held["value"], int(held["version"]), tags, meta.get("graph") or DEFAULT_GRAPH
+        entry = self._l0.retrieve(iri, touch=False)
+        if entry is None:
+            return None
+        return entry.content, entry.version, list(entry.tags), entry.named_graph or DEFAULT_GRAPH
 
     def l2_stats(self) -> dict[str, L2Stats]:
         """Each directory shard's L2 node map: capacity, size and counters (``LayeredHome.stats``)."""
@@ -459,7 +507,10 @@ class MemorySystem:
                     newest[iri] = max(newest.get(iri, 0), int(held["version"]))
         lost = sorted(iri for iri, version in newest.items() if version > self._durable_version(iri))
         self._closed = True
+        if self._recorder is not None:
+            self._recorder.close()  # the reopened memory is not recorded (docs/RECORDING.md)
         self._runtime.shutdown()
+        self.hyperspace.close(save=False)  # dies unsaved; the reopened one reconciles with L0
         self._l0.close()
         self.graph.close()
         kind = self._runtime.kind
@@ -487,11 +538,14 @@ class MemorySystem:
         if self._closed:
             return
         self._closed = True
+        if self._recorder is not None:
+            self._recorder.close()  # the closing flush is not an op of the trace
         try:
             if flush and not self._owns_path:
                 self.submit_flush().get(timeout)
         finally:
             self._runtime.shutdown()
+        self.hyperspace.close(save=not self._owns_path)
         self._l0.close()
         self.graph.close()
         if self._owns_path:

@@ -22,10 +22,13 @@ SUITES: dict[str, str] = {
     "l1": "gliding_actors.bench._l1",
     "l2": "gliding_actors.bench._l2",
     "l3": "gliding_actors.bench._l3",
+    "hyperspace": "gliding_actors.bench._hyperspace",
+    "context": "gliding_actors.bench._context",
 }
 
 
-def load_suite(name: str) -> Callable[[bool], dict[str, Any]]:
+def load_suite(name: str) -> Callable[..., dict[str, Any]]:
+    """The suite's ``run(quick, **options)`` (``context`` also takes ``data=FILE``)."""
     module = importlib.import_module(SUITES[name])
-    run: Callable[[bool], dict[str, Any]] = module.run
+    run: Callable[..., dict[str, Any]] = module.run
     return run

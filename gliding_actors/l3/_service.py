@@ -169,14 +169,24 @@ class ProjectionService:
 
     # -- projections ----------------------------------------------------------------------------
     def submit(
-        self, role: str, frame: str | None = None, task: str | None = None, max_tokens: int | None = None
+        self,
+        role: str,
+        frame: str | None = None,
+        task: str | None = None,
+        max_tokens: int | None = None,
+        query: str | None = None,
     ) -> Future[dict[str, Any]]:
         """Project ``frame`` (None: the role's default) of ``task`` for ``role`` within ``max_tokens``.
 
         Answers ``{tokens, iris, jsonld, cached, mode, counter, frame, task,
         max_tokens, full_tokens}``. A valid cached view is answered at once,
-        without a message.
+        without a message. With ``query`` (a *semantic projection*), a hybrid
+        search for it runs at the same time and ``iris`` is the two rankings
+        merged (``hyperspace.project_w_frame`` / ``project_w_search``; see
+        :func:`gliding_actors.hyperspace._engine.merge_projection`).
         """
+        if query is not None:
+            return self._semantic(role, frame, task, max_tokens, query)
         name = default_frame(role) if frame is None else frame
         chosen = self.frames.get(name)
         checked_task = _check_task(task)
@@ -215,6 +225,22 @@ class ProjectionService:
             return future
 
         return ChainedFuture(GatheredFuture(parts, lambda values: values), send)
+
+    def _semantic(
+        self, role: str, frame: str | None, task: str | None, max_tokens: int | None, query: str
+    ) -> Future[dict[str, Any]]:
+        from gliding_actors.hyperspace._engine import merge_projection
+
+        config = self._system.config.hyperspace
+        hyperspace = self._system.hyperspace
+        found = hyperspace.submit_search(role, query, config.project_k)  # checks query first
+        projected = self.submit(role, frame, task, max_tokens)
+        return GatheredFuture(
+            [projected, found],
+            lambda both: merge_projection(
+                both[0], both[1], w_frame=config.project_w_frame, w_search=config.project_w_search, rrf_k=config.rrf_k
+            ),
+        )
 
     def compute(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """One projection (a worker's job): gather, frame, fit, keep. Reads only the stores."""

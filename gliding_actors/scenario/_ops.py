@@ -55,6 +55,8 @@ _PROVIDERS: tuple[str, ...] = (
     "gliding_actors.l2._scenario",
     "gliding_actors.l1._scenario",
     "gliding_actors.l3._scenario",
+    "gliding_actors.hyperspace._scenario",
+    "gliding_actors.context._scenario",
 )
 _loaded = False
 

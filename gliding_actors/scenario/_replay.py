@@ -111,6 +111,10 @@ class RunResult:
     invariant_checks: int = 0
     messages: int = 0
     log_hash: str | None = None
+    #: with ``replay(keep_log=True)`` on sim: every protocol event of the run, in order
+    protocol_log: list[Any] = dataclasses.field(default_factory=list)
+    #: with ``keep_log=True``: (length of ``protocol_log`` when a step ended, the step's label)
+    step_marks: list[tuple[int, str]] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -159,11 +163,14 @@ def replay(
     record: IO[str] | None = None,
     on_step: StepCallback | None = None,
     op_timeout_s: float | None = None,
+    keep_log: bool = False,
 ) -> RunResult:
     """Replay ``scenario`` once; ``seed`` defaults to the file's own seed.
 
     ``record`` receives one JSON line per op (its args and result or error);
-    ``on_step`` is called after every step with the outcomes of its ops.
+    ``on_step`` is called after every step with the outcomes of its ops;
+    ``keep_log`` keeps the simulator's protocol log and step boundaries in the
+    result (``protocol_log``, ``step_marks``: the sequence diagram's input).
     """
     run_seed = scenario.seed if seed is None else seed
     implemented_ops()  # import every layer's ops, and with them its invariants
@@ -181,6 +188,7 @@ def replay(
             agents={a.id: system.agent(a.id, a.role) for a in scenario.agents},
         )
         engine = _Engine(world, result, clock, record, on_step, op_timeout_s)
+        engine.keep_log = keep_log
         try:
             for step in scenario.steps:
                 engine.run_step(step)
@@ -198,6 +206,8 @@ def replay(
             hashes = [rt.log_hash() for rt in runtimes if isinstance(rt, Simulator)]
             result.log_hash = hashes[0] if len(hashes) == 1 else hashlib.sha256("".join(hashes).encode()).hexdigest()
             result.messages = sum(rt.delivered for rt in runtimes if isinstance(rt, Simulator))
+            if keep_log:
+                result.protocol_log = [e for rt in runtimes if isinstance(rt, Simulator) for e in rt.log]
         current.close()
     return result
 
@@ -218,6 +228,7 @@ class _Engine:
         self.record = record
         self.on_step = on_step
         self.timeout = op_timeout_s
+        self.keep_log = False
 
     # -- failure reporting ---------------------------------------------------
     def _recent(self) -> tuple[str, ...]:
@@ -245,6 +256,8 @@ class _Engine:
 
     # -- steps -----------------------------------------------------------------
     def run_step(self, step: Step) -> None:
+        if self.keep_log and not self.result.step_marks:
+            self._mark("set-up")  # the agents joining, before the first step
         if isinstance(step, OpStep) and step.op in CONTROL_OPS:
             self._control(step)
             outcomes: list[OpOutcome] = []
@@ -253,7 +266,23 @@ class _Engine:
             outcomes = self._run_ops(ops)
         if self.on_step is not None:
             self.on_step(step, outcomes)
+        if self.keep_log:
+            ops = step.ops if isinstance(step, ParallelStep) else (step,)
+            what = " ∥ ".join(f"{op.op}{' ' + op.agent if op.agent else ''}" for op in ops)
+            self._mark(f"step {step.number}: {what}")
         self._check_invariants(f"after step {step.number}", step.pos)
+        if self.keep_log:
+            self._mark("invariant checks")
+
+    def _mark(self, label: str) -> None:
+        """Note how long the protocol log is now (sim only): the messages since the last mark are ``label``'s."""
+        retired = list(self.world.state.get("retired_systems", []))
+        runtimes = [s.runtime for s in [*retired, self.world.system]]
+        length = sum(len(rt.log) for rt in runtimes if isinstance(rt, Simulator))
+        marks = self.result.step_marks
+        if label in ("set-up", "invariant checks") and length == (marks[-1][0] if marks else 0):
+            return  # they sent nothing
+        marks.append((length, label))
 
     def _control(self, step: OpStep) -> None:
         if step.op == "advance":

@@ -1,0 +1,398 @@
+"""The MemoryScheduler and the Prefetcher inside a :class:`~gliding_actors.MemorySystem`.
+
+``memory.context`` holds the :class:`ContextService`. It spawns two actors:
+
+* ``scheduler`` (:class:`SchedulerActor`) — assembles a context. The agent
+  handle first gathers, without waiting, what each layer has for the agent:
+  its L1 chain (the session actor), the L3 projection of its role's frame for
+  its current task (the projection service), and a hybrid search (the
+  hyperspace actor, which recalls dirty lines first, so recall is coherent).
+  When all have answered, one message carries them to the scheduler, which
+  reads the hits' text from home or L0 (no actor, no lock: the recall already
+  brought every line home) and runs :func:`~gliding_actors.context._assemble.assemble`.
+  No actor waits on another (principle 2): the gathering is a chain of futures
+  held by the caller.
+* ``prefetch`` (:class:`PrefetcherActor`) — on an intent, walks the graph
+  (:func:`~gliding_actors.context._prefetch.plan_prefetch`) and answers the
+  plan; the service then sends one ``load`` per planned line to the agent's
+  cache, exactly the message a read miss sends, so the line comes into L2 from
+  L0 and into the agent's cache in S. Nobody waits for it: ``Agent.intent``
+  returns at once.
+
+**The current task** of an agent is, in order: the ``task`` argument of the
+context call, else the last :meth:`ContextService.set_task` for the agent
+(``Agent.set_task``), else none. A heartbeat's ``operation`` is free text
+("implementing JWT"), not a task id, and the task of a lock or an attach is a
+guess about which of several tasks the agent is on; an orchestrator knows, so
+it says. Without a current task there is no projection and the L3 share of
+the budget goes to recall (the L3 → L2 → L0 fallback, docs/CONTEXT.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyoxigraph as ox
+
+from gliding_actors.coherence._hosting import cache_name
+from gliding_actors.context._assemble import Candidate, assemble
+from gliding_actors.context._prefetch import plan_prefetch
+from gliding_actors.errors import InvalidInput
+from gliding_actors.l0 import is_valid_iri
+from gliding_actors.l1._archive import is_archive_iri
+from gliding_actors.l1._tokens import TokenCounter, get_counter
+from gliding_actors.l2._jsonld import GENID_BASE
+from gliding_actors.l3 import default_frame
+from gliding_actors.runtime import ChainedFuture, CompletedFuture, Context, Future, GatheredFuture
+
+if TYPE_CHECKING:
+    from gliding_actors.agent import Agent
+    from gliding_actors.system import MemorySystem
+
+__all__ = [
+    "PREFETCH_ACTOR",
+    "SCHEDULER_ACTOR",
+    "ContextService",
+    "PrefetcherActor",
+    "SchedulerActor",
+    "check_context_args",
+    "check_entities",
+]
+
+SCHEDULER_ACTOR = "scheduler"
+PREFETCH_ACTOR = "prefetch"
+
+_RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+_INCOMING = "SELECT DISTINCT ?s ?o WHERE { GRAPH ?g { ?s ?p ?o } FILTER(isIRI(?s)) }"
+_SPACE = re.compile(r"\s+")
+#: the cheapest item worth a place (an id and a few words): the search is asked
+#: for as many hits as a budget of such items could hold, so it never runs dry
+#: before the budget does (a bound on the candidates, not a ranking knob)
+_MIN_ITEM_TOKENS = 8
+_MAX_RECALL = 400
+
+
+def check_context_args(query: object, max_tokens: object, task: object) -> tuple[str | None, int, str | None]:
+    """Validate a context request before anything is sent: :class:`InvalidInput` naming the argument."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise InvalidInput(f"context max_tokens is an integer >= 1, not {max_tokens!r}", path=("max_tokens",))
+    if query is not None and (not isinstance(query, str) or not query.strip()):
+        raise InvalidInput(f"context query is a non-empty string or None, not {query!r}", path=("query",))
+    return query, max_tokens, _check_task(task)
+
+
+def _check_task(task: object) -> str | None:
+    if task is None:
+        return None
+    if not isinstance(task, str) or not is_valid_iri(task):
+        raise InvalidInput(f"a task id is an IRI-like string without spaces, not {task!r}", path=("task",))
+    return task
+
+
+def check_entities(entities: object) -> list[str]:
+    """An intent's entities: a non-empty list of IRIs (duplicates dropped, order kept)."""
+    if isinstance(entities, str) or not isinstance(entities, (list, tuple)) or not entities:
+        raise InvalidInput(f"intent entities are a non-empty list of IRIs, not {entities!r}", path=("entities",))
+    for item in entities:
+        if not isinstance(item, str) or not is_valid_iri(item):
+            raise InvalidInput(f"an intent entity is an IRI, not {item!r}", path=("entities",))
+    return list(dict.fromkeys(entities))
+
+
+def _one_line(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+def _archive_line(node: Mapping[str, Any]) -> str:
+    """An archived turn or summary as one prompt line: ``[when] who: what``.
+
+    The summary when there is one (it is what the agent chose to keep), else
+    the content; never the thought. Where it came from is in ``iris``.
+    """
+    body = node.get("summary") or node.get("content") or node.get("thought") or ""
+    who = node.get("speaker") or node.get("agent") or ""
+    when = node.get("sessionDate") or ""
+    prefix = f"[{when}] " if when else ""
+    prefix += f"{who}: " if who else ""
+    return "- " + prefix + _one_line(str(body))
+
+
+def _summarized(node: Mapping[str, Any]) -> frozenset[str]:
+    """The archive IRIs a summary node says it summarises (``summarizes``: IRIs or ``{"@id"}``)."""
+    raw = node.get("summarizes")
+    if not isinstance(raw, list):
+        return frozenset()
+    out = set()
+    for item in raw:
+        iri = item.get("@id") if isinstance(item, Mapping) else item
+        if isinstance(iri, str) and iri:
+            out.add(iri)
+    return frozenset(out)
+
+
+def _order_of(node: Mapping[str, Any], iri: str) -> tuple[Any, ...]:
+    at = node.get("createdAt")
+    return (float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else math.inf, iri)
+
+
+class ContextService:
+    """The scheduler and the prefetcher of one memory (see the module docstring)."""
+
+    def __init__(self, system: MemorySystem) -> None:
+        self._system = system
+        self.config = system.config.context
+        self.prefetch_config = system.config.prefetch
+        self.counter: TokenCounter = get_counter(self.config.counter)
+        self._lock = threading.Lock()
+        #: agent id -> its current task (set_task)
+        self._tasks: dict[str, str] = {}
+        #: intents planned and lines loaded, for stats and tests
+        self.intents = 0
+        self.loaded = 0
+
+    @classmethod
+    def start(cls, system: MemorySystem) -> ContextService:
+        service = cls(system)
+        system.runtime.spawn(SCHEDULER_ACTOR, lambda: SchedulerActor(service), restart=True)
+        system.runtime.spawn(PREFETCH_ACTOR, lambda: PrefetcherActor(service), restart=True)
+        return service
+
+    # -- the current task ----------------------------------------------------------------------
+    def set_task(self, agent: str, task: str | None) -> None:
+        checked = _check_task(task)
+        with self._lock:
+            if checked is None:
+                self._tasks.pop(agent, None)
+            else:
+                self._tasks[agent] = checked
+
+    def task_of(self, agent: str) -> str | None:
+        with self._lock:
+            return self._tasks.get(agent)
+
+    # -- context -----------------------------------------------------------------------------------
+    def submit_context(
+        self, agent: Agent, query: str | None, max_tokens: int, task: str | None = None
+    ) -> Future[dict[str, Any]]:
+        """Gather the layers for ``agent`` without waiting, then assemble on the scheduler actor."""
+        checked_query, budget, checked_task = check_context_args(query, max_tokens, task)
+        current = checked_task if checked_task is not None else self.task_of(agent.id)
+        system = self._system
+        parts: list[Future[Any]] = [agent.submit_session()]
+        if current is not None:
+            parts.append(agent.submit_project(None, current, budget))
+        recall_k = min(_MAX_RECALL, max(10, budget // _MIN_ITEM_TOKENS))
+
+        def after_layers(values: list[Any]) -> Future[dict[str, Any]]:
+            session = values[0]
+            projection = values[1] if len(values) > 1 else None
+            recall_query = checked_query
+            if recall_query is None:
+                # no query: the agent's latest summary says what it is doing now
+                turns = session.get("turns") or []
+                recall_query = str(turns[-1]["summary"]) if turns else None
+            if recall_query is not None and recall_query.strip():
+                found: Future[dict[str, Any]] = system.hyperspace.submit_search(agent.role, recall_query, recall_k)
+            else:
+                found = CompletedFuture({"iris": [], "scores": []})
+
+            def assemble_now(hits: dict[str, Any]) -> Future[dict[str, Any]]:
+                request = {
+                    "t": "assemble",
+                    "agent": agent.id,
+                    "role": agent.role,
+                    "query": checked_query,
+                    "recall_query": recall_query,
+                    "max_tokens": budget,
+                    "task": current,
+                    "session": {"turns": session.get("turns") or []},
+                    "projection": None
+                    if projection is None
+                    else {"jsonld": projection.get("jsonld") or [], "frame": projection.get("frame"), "mode": projection.get("mode")},
+                    "hits": {"iris": list(hits.get("iris") or []), "scores": list(hits.get("scores") or [])},
+                }
+                future: Future[dict[str, Any]] = system.runtime.lookup(SCHEDULER_ACTOR).ask(request)
+                return future
+
+            return ChainedFuture(found, assemble_now)
+
+        return ChainedFuture(GatheredFuture(parts, lambda values: values), after_layers)
+
+    def assemble_now(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The scheduler actor's half: read the hits, build the candidates, choose, render."""
+        system = self._system
+        role = str(request["role"])
+        candidates: list[Candidate] = []
+        # L1: the chain, newest first (what the agent did last matters most)
+        turns = list(request["session"]["turns"])
+        for rank, turn in enumerate(reversed(turns), start=1):
+            iri = str(turn["archive_iri"])
+            text = "- " + _one_line(str(turn["summary"]))
+            if turn.get("stale"):
+                lines = ", ".join(turn.get("stale_lines") or [])
+                text += f" [stale: {lines} changed since; re-read]"
+            candidates.append(Candidate(iri, text, "l1", {"l1": rank}, frozenset({iri}), 0, (int(turn.get("seq", 0)),)))
+        # L3: the projection's nodes, in the frame's priority order
+        projection = request.get("projection")
+        frame = None
+        l3_found = 0
+        if projection is not None:
+            frame = projection.get("frame")
+            for rank, node in enumerate(projection.get("jsonld") or [], start=1):
+                node_id = node.get("@id") if isinstance(node, Mapping) else None
+                iri = node_id if isinstance(node_id, str) else f"_:l3-{rank}"
+                text = "- " + json.dumps(node, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+                candidates.append(Candidate(iri, text, "l3", {"l3": rank}, frozenset({iri}), 0, (rank,)))
+                l3_found += 1
+        # recall: the hybrid search's hits; lines are L2, archives L0
+        l2_found = l0_found = 0
+        for rank, iri in enumerate(request["hits"]["iris"], start=1):
+            iri = str(iri)
+            if is_archive_iri(iri):
+                entry = system.l0.retrieve(iri, touch=False)
+                if entry is None or not isinstance(entry.content, Mapping):
+                    continue
+                node = entry.content
+                covers = frozenset({iri}) | _summarized(node)
+                candidates.append(Candidate(iri, _archive_line(node), "l0", {"recall": rank}, covers, 0, _order_of(node, iri)))
+                l0_found += 1
+            else:
+                if role != "system" and not system.may_read(role, iri):
+                    continue  # moved out of reach since the search confined it
+                copy = system.line_copy(iri)
+                if copy is None or copy[0] is None:
+                    continue
+                shown = {"@id": iri, **copy[0]}
+                text = "- " + json.dumps(shown, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+                candidates.append(Candidate(iri, text, "l2", {"recall": rank}, frozenset({iri}), 0, (rank,)))
+                l2_found += 1
+        budget = int(request["max_tokens"])
+        chosen = assemble(candidates, budget, self.counter.count, rrf_k=system.config.hyperspace.rrf_k)
+        return {
+            "text": chosen.text,
+            "tokens": chosen.tokens,
+            "iris": [c.iri for c in chosen.chosen],
+            "counter": self.counter.name,
+            "max_tokens": budget,
+            "task": request.get("task"),
+            "frame": frame if frame is not None else default_frame(role),
+            "query": request.get("query"),
+            "recall_query": request.get("recall_query"),
+            "sources": chosen.sources,
+            # the L3 -> L2 -> L0 path: what each layer had for this request
+            "path": [
+                {"layer": "l3", "found": l3_found, "skipped": "no current task" if projection is None else None},
+                {"layer": "l2", "found": l2_found},
+                {"layer": "l0", "found": l0_found},
+            ],
+            "items": [{"iri": c.iri, "source": c.source, "tokens": c.tokens} for c in chosen.chosen],
+        }
+
+    # -- prefetch ----------------------------------------------------------------------------------
+    def neighbours(self, role: str, iri: str) -> list[str]:
+        """IRIs linked to line ``iri`` either way, through graphs ``role`` may read."""
+        system = self._system
+        out: set[str] = set()
+        may_read_here = role == "system" or system.may_read(role, iri)
+        graphs = None if role == "system" else system.readable_graphs(role)  # takes the graph lock itself
+        with system._graph_lock:
+            if may_read_here:
+                for quad in system.graph.quads_of(iri):
+                    obj = quad.object
+                    if (
+                        isinstance(obj, ox.NamedNode)
+                        and quad.predicate.value != _RDF_TYPE
+                        and not obj.value.startswith(GENID_BASE)
+                    ):
+                        out.add(obj.value)
+            rows = system.graph.query(
+                _INCOMING, graphs=graphs, bindings={"o": {"@id": iri}}, role_is_system=role == "system"
+            )["rows"]
+        for row in rows:
+            subject = row.get("s")
+            if isinstance(subject, str) and not subject.startswith(GENID_BASE) and subject != iri:
+                out.add(subject)
+        out.discard(iri)
+        return sorted(out)
+
+    def plan(self, role: str, entities: list[str]) -> list[tuple[str, float]]:
+        """The prefetch plan for ``entities`` (the prefetcher actor's job)."""
+        system = self._system
+        c = self.prefetch_config
+
+        def eligible(iri: str) -> bool:
+            if system.line_graphs.known(iri) is None or is_archive_iri(iri):
+                return False
+            return role == "system" or system.may_read(role, iri)
+
+        return plan_prefetch(
+            entities,
+            lambda iri: self.neighbours(role, iri),
+            hops=c.hops,
+            decay=c.decay,
+            top_k=c.top_k,
+            eligible=eligible,
+        )
+
+    def submit_intent(self, agent: Agent, entities: Iterable[str]) -> Future[dict[str, Any]]:
+        """Plan on the prefetcher, then load each planned line into ``agent``'s cache; nobody waits.
+
+        Answers ``{prefetched, scores, entities}`` once the loads are done.
+        With ``prefetch.enabled`` false it answers ``prefetched: []`` at once.
+        """
+        checked = check_entities(entities)
+        if not self.prefetch_config.enabled:
+            return CompletedFuture({"prefetched": [], "scores": [], "entities": checked})
+        runtime = self._system.runtime
+        cache = cache_name(agent.id)
+        planned = runtime.lookup(PREFETCH_ACTOR).ask({"t": "intent", "role": agent.role, "entities": checked})
+
+        def load(plan: dict[str, Any]) -> Future[dict[str, Any]]:
+            iris = [str(i) for i in plan["iris"]]
+            loads = [runtime.lookup(cache).ask({"t": "load", "iri": iri}) for iri in iris]
+
+            def done(_values: list[Any]) -> dict[str, Any]:
+                with self._lock:
+                    self.loaded += len(iris)
+                return {"prefetched": iris, "scores": list(plan["scores"]), "entities": checked}
+
+            return GatheredFuture(loads, done)
+
+        return ChainedFuture(planned, load)
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {"intents": self.intents, "loaded": self.loaded, "counter": self.counter.name}
+
+
+class SchedulerActor:
+    """Behaviour of ``scheduler``: ``assemble`` (see :meth:`ContextService.assemble_now`)."""
+
+    def __init__(self, service: ContextService) -> None:
+        self._service = service
+
+    def receive(self, message: Any, ctx: Context) -> Any:
+        if not isinstance(message, dict) or message.get("t") != "assemble":
+            raise InvalidInput(f"the scheduler takes assemble requests, not {message!r}")
+        return self._service.assemble_now(message)
+
+
+class PrefetcherActor:
+    """Behaviour of ``prefetch``: ``intent`` answers the plan ``{iris, scores}``."""
+
+    def __init__(self, service: ContextService) -> None:
+        self._service = service
+
+    def receive(self, message: Any, ctx: Context) -> Any:
+        if not isinstance(message, dict) or message.get("t") != "intent":
+            raise InvalidInput(f"the prefetcher takes intent requests, not {message!r}")
+        service = self._service
+        plan = service.plan(str(message["role"]), [str(e) for e in message["entities"]])
+        with service._lock:
+            service.intents += 1
+        return {"iris": [iri for iri, _ in plan], "scores": [round(score, 6) for _, score in plan]}

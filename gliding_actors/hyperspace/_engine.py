@@ -1,0 +1,586 @@
+"""The hybrid search engine: documents, filters, three rankings and their fusion.
+
+Plain code — no actor, no thread, no clock. :class:`HyperspaceEngine` keeps
+one :class:`Doc` per indexed node (a line or an L0-only node such as an L1
+archive), a :class:`~gliding_actors.hyperspace._index.VectorIndex` per vector
+space, a BM25 index, tag / graph / type inverted sets for the filters, and
+(optionally) a Poincaré model of the type hierarchy.
+
+A search ranks the documents that pass the filters three ways —
+
+* **text**: cosine between the query's and the node's text embeddings (per
+  vector space: a node embedded by a fallback embedder is compared with the
+  query embedded by that same embedder);
+* **lexical**: BM25 over the same words the hash embedder sees;
+* **structure**: how close, in the Poincaré ball, the node (or its
+  ``@type``) sits to the query's *anchors*: the types the filter names, the
+  classes the query text names, else the node the text and lexical rankings
+  agree on best (pseudo-relevance feedback);
+
+— and fuses them: reciprocal-rank fusion (``Σ w / (rrf_k + rank)``, the
+default: it needs no calibration between cosines, BM25 and distances) or a
+weighted sum of min-max-normalised scores. Tags named ``should`` add a fourth
+ranking (more matched tags first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+import numpy as np
+
+from gliding_actors.errors import EmbeddingError, InvalidInput
+from gliding_actors.hyperspace._bm25 import BM25Index
+from gliding_actors.hyperspace._embedders import EmbedderChain, Matrix
+from gliding_actors.hyperspace._index import VectorIndex
+from gliding_actors.hyperspace._text import node_text, node_types, words
+
+if TYPE_CHECKING:
+    from gliding_actors.config import HyperspaceConfig
+    from gliding_actors.hyperspace._poincare import PoincareEmbedding
+
+__all__ = ["Doc", "HyperspaceEngine", "SearchFilters", "parse_filters"]
+
+#: The default context's vocabulary: ``@type: "Task"`` is ``VOCAB + "Task"`` in the graph.
+VOCAB = "https://gliding-actors.dev/ns#"
+
+
+def short_type(name: str) -> str:
+    """A type as written in values (``Task``), whether given compact or expanded."""
+    return name[len(VOCAB) :] if name.startswith(VOCAB) else name
+
+
+def full_type(name: str) -> str:
+    """A compact type term expanded under the default vocabulary (IRIs stay as they are)."""
+    return name if ":" in name else VOCAB + name
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """What a result must (or should) be. Empty tuples and None mean "no condition"."""
+
+    #: every one of these tags
+    tags_must: tuple[str, ...] = ()
+    #: preferably these (a fourth ranking, more matched first); never excludes
+    tags_should: tuple[str, ...] = ()
+    #: none of these tags
+    tags_not: tuple[str, ...] = ()
+    #: any of these ``@type`` names (compact or expanded)
+    types: tuple[str, ...] = ()
+    #: only this named graph
+    graph: str | None = None
+    min_importance: float | None = None
+    max_importance: float | None = None
+
+    def is_empty(self) -> bool:
+        return self == SearchFilters()
+
+
+def _str_list(raw: Any, where: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, str) or not isinstance(raw, (list, tuple)) or not all(isinstance(t, str) and t for t in raw):
+        raise InvalidInput(f"search filter {where} is a list of non-empty strings, not {raw!r}", path=(where,))
+    return tuple(sorted(set(raw)))
+
+
+def _bound(raw: Any, where: str) -> float | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
+        raise InvalidInput(f"search filter {where} is a number, not {raw!r}", path=(where,))
+    return float(raw)
+
+
+def parse_filters(raw: Mapping[str, Any] | SearchFilters | None) -> SearchFilters:
+    """Filters from their plain-data form (the scenario op's ``filters``).
+
+    ``tags`` is a list (all must match) or ``{must, should, not}``; ``types``
+    a list; ``graph`` a name; ``min_importance`` / ``max_importance`` numbers.
+    Anything else is :class:`InvalidInput` naming the key.
+    """
+    if raw is None:
+        return SearchFilters()
+    if isinstance(raw, SearchFilters):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise InvalidInput(f"search filters are an object, not {type(raw).__name__}")
+    known = {"tags", "types", "graph", "min_importance", "max_importance"}
+    unknown = sorted(str(k) for k in raw if k not in known)
+    if unknown:
+        raise InvalidInput(f"unknown search filter {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    tags = raw.get("tags")
+    must: tuple[str, ...] = ()
+    should: tuple[str, ...] = ()
+    not_: tuple[str, ...] = ()
+    if isinstance(tags, Mapping):
+        bad = sorted(str(k) for k in tags if k not in ("must", "should", "not"))
+        if bad:
+            raise InvalidInput(f"search filter tags.{bad[0]}: tags take must, should and not")
+        must = _str_list(tags.get("must"), "tags.must")
+        should = _str_list(tags.get("should"), "tags.should")
+        not_ = _str_list(tags.get("not"), "tags.not")
+    else:
+        must = _str_list(tags, "tags")
+    graph = raw.get("graph")
+    if graph is not None and (not isinstance(graph, str) or not graph):
+        raise InvalidInput(f"search filter graph is a graph name, not {graph!r}", path=("graph",))
+    lo = _bound(raw.get("min_importance"), "min_importance")
+    hi = _bound(raw.get("max_importance"), "max_importance")
+    if lo is not None and hi is not None and lo > hi:
+        raise InvalidInput(f"search filter min_importance {lo} is above max_importance {hi}")
+    return SearchFilters(must, should, not_, _str_list(raw.get("types"), "types"), graph, lo, hi)
+
+
+@dataclass
+class Doc:
+    """One indexed node: what the filters and the rankings read."""
+
+    iri: str
+    text: str
+    tags: tuple[str, ...]
+    graph: str
+    types: tuple[str, ...]
+    importance: float
+    version: int
+    #: sha256 of the text: an unchanged text is never embedded again
+    text_hash: str
+    #: the vector space (embedder name) of its text vector
+    space: str
+    #: ``line`` (coherent L2 line) or ``l0`` (an L0-only node, e.g. an L1 archive)
+    source: str = "line"
+
+    def to_plain(self) -> list[Any]:
+        return [self.iri, self.text, list(self.tags), self.graph, list(self.types), self.importance,
+                self.version, self.text_hash, self.space, self.source]
+
+    @classmethod
+    def from_plain(cls, row: list[Any]) -> Doc:
+        iri, text, tags, graph, types, importance, version, text_hash, space, source = row
+        return cls(str(iri), str(text), tuple(tags), str(graph), tuple(types), float(importance),
+                   int(version), str(text_hash), str(space), str(source))
+
+
+def importance_of(value: Mapping[str, Any] | None, default: float = 0.5) -> float:
+    """A node's importance: its own ``importance`` key when a number in [0, 1], else ``default``."""
+    raw = None if value is None else value.get("importance")
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and 0.0 <= raw <= 1.0:
+        return float(raw)
+    return default
+
+
+@dataclass
+class _Ranked:
+    name: str
+    weight: float
+    items: list[tuple[str, float]] = field(default_factory=list)
+
+
+class HyperspaceEngine:
+    """Documents and indexes of one memory (see the module docstring). Not thread-safe:
+    the hyperspace actor owns it; only the indexes' own locks let a rebuild thread install."""
+
+    def __init__(self, config: HyperspaceConfig, chain: EmbedderChain) -> None:
+        self.config = config
+        self.chain = chain
+        self.docs: dict[str, Doc] = {}
+        self.spaces: dict[str, VectorIndex] = {}
+        self.bm25 = BM25Index()
+        self._by_tag: dict[str, set[str]] = {}
+        self._by_graph: dict[str, set[str]] = {}
+        self._by_type: dict[str, set[str]] = {}
+        self.structure: PoincareEmbedding | None = None
+        self._cache: OrderedDict[tuple[str, str], Matrix] = OrderedDict()
+        #: embeddings computed (cache misses), for tests and stats
+        self.embedded = 0
+
+    # -- vectors -------------------------------------------------------------------------
+    def space(self, name: str, dim: int) -> VectorIndex:
+        index = self.spaces.get(name)
+        if index is None:
+            c = self.config
+            index = self.spaces[name] = VectorIndex(
+                dim,
+                n_trees=c.n_trees,
+                search_k_per_result=c.search_k_per_result,
+                rebuild_after=c.rebuild_after,
+                exact_limit=c.exact_limit,
+            )
+        return index
+
+    def embed_text(self, text: str) -> tuple[str, Matrix]:
+        """``(space, vector)`` of ``text`` from the chain, through a small cache by text hash."""
+        digest = _digest(text)
+        for embedder in self.chain.embedders:
+            hit = self._cache.get((embedder.name, digest))
+            if hit is not None:
+                self._cache.move_to_end((embedder.name, digest))
+                return embedder.name, hit
+        name, rows = self.chain.embed([text])
+        self.embedded += 1
+        self._remember(name, digest, rows[0])
+        return name, rows[0]
+
+    def _remember(self, space: str, digest: str, vector: Matrix) -> None:
+        self._cache[(space, digest)] = vector
+        while len(self._cache) > self.config.embed_cache:
+            self._cache.popitem(last=False)
+
+    def warm(self, value: Mapping[str, Any] | None) -> None:
+        """Embed a value's text ahead of time (a write still in an agent's cache); no document changes."""
+        text = node_text(value)
+        if text.strip():
+            try:
+                self.embed_text(text)
+            except EmbeddingError:
+                pass  # the real index attempt will raise it where it matters
+
+    # -- documents ------------------------------------------------------------------------
+    def upsert(
+        self,
+        iri: str,
+        value: Mapping[str, Any],
+        *,
+        version: int,
+        tags: Iterable[str] = (),
+        graph: str,
+        importance: float | None = None,
+        source: str = "line",
+    ) -> Doc:
+        """Index node ``iri`` at ``version``. Embeds first: an :class:`EmbeddingError` changes nothing.
+
+        A node with no text at all (only IRIs and numbers) is indexed without
+        a text vector: filters, BM25 (nothing) and structure still find it.
+        """
+        text = node_text(value)
+        digest = _digest(text)
+        old = self.docs.get(iri)
+        vector: Matrix | None = None
+        space = ""
+        if text.strip():
+            if old is not None and old.text_hash == digest and old.space in self.spaces and iri in self.spaces[old.space]:
+                space = old.space  # same text: the vector it has is the vector it would get
+            else:
+                space, vector = self.embed_text(text)
+        doc = Doc(
+            iri,
+            text,
+            tuple(sorted(set(tags))),
+            graph,
+            tuple(node_types(value)),
+            importance_of(value) if importance is None else importance,
+            version,
+            digest,
+            space,
+            source,
+        )
+        self._unlink(iri)
+        if vector is not None:
+            for other in self.spaces.values():
+                other.remove(iri)
+            self.space(space, int(vector.shape[0])).add(iri, vector)
+        elif not space:
+            for other in self.spaces.values():
+                other.remove(iri)
+        self.docs[iri] = doc
+        self._link(doc)
+        self.bm25.add(iri, words(text))
+        return doc
+
+    def remove(self, iri: str) -> bool:
+        if iri not in self.docs:
+            return False
+        self._unlink(iri)
+        del self.docs[iri]
+        self.bm25.remove(iri)
+        for index in self.spaces.values():
+            index.remove(iri)
+        return True
+
+    def _link(self, doc: Doc) -> None:
+        for tag in doc.tags:
+            self._by_tag.setdefault(tag, set()).add(doc.iri)
+        self._by_graph.setdefault(doc.graph, set()).add(doc.iri)
+        for t in doc.types:
+            self._by_type.setdefault(short_type(t), set()).add(doc.iri)
+
+    def _unlink(self, iri: str) -> None:
+        doc = self.docs.get(iri)
+        if doc is None:
+            return
+        for tag in doc.tags:
+            _discard(self._by_tag, tag, iri)
+        _discard(self._by_graph, doc.graph, iri)
+        for t in doc.types:
+            _discard(self._by_type, short_type(t), iri)
+
+    # -- filters ----------------------------------------------------------------------------
+    def candidates(self, filters: SearchFilters, graphs: Iterable[str] | None) -> set[str] | None:
+        """The documents passing ``filters`` in ``graphs`` (None: every graph); None = every document."""
+        sets: list[set[str]] = []
+        if graphs is not None:
+            readable = set(graphs)
+            if not readable.issuperset(self._by_graph):
+                union: set[str] = set()
+                for g in readable:
+                    union |= self._by_graph.get(g, set())
+                sets.append(union)
+        if filters.graph is not None:
+            sets.append(self._by_graph.get(filters.graph, set()))
+        for tag in filters.tags_must:
+            sets.append(self._by_tag.get(tag, set()))
+        if filters.types:
+            union = set()
+            for t in filters.types:
+                union |= self._by_type.get(short_type(t), set())
+            sets.append(union)
+        out: set[str] | None = None
+        if sets:
+            sets.sort(key=len)
+            out = set(sets[0])
+            for s in sets[1:]:
+                out &= s
+        if filters.tags_not:
+            if out is None:
+                out = set(self.docs)
+            for tag in filters.tags_not:
+                out -= self._by_tag.get(tag, set())
+        lo, hi = filters.min_importance, filters.max_importance
+        if lo is not None or hi is not None:
+            pool = self.docs if out is None else {i: self.docs[i] for i in out}
+            out = {
+                i for i, d in pool.items()
+                if (lo is None or d.importance >= lo) and (hi is None or d.importance <= hi)
+            }
+        return out
+
+    # -- search -------------------------------------------------------------------------------
+    def search(
+        self,
+        text: str,
+        k: int,
+        filters: SearchFilters | None = None,
+        *,
+        graphs: Iterable[str] | None = None,
+        visible: Callable[[str], bool] | None = None,
+    ) -> list[tuple[str, float]]:
+        """The ``k`` best ``(iri, fused score)`` for ``text``, best first (ties by IRI).
+
+        ``graphs``: the named graphs the asker may read (None: all);
+        ``visible``: a last per-node check (the asker's permission on the line).
+        """
+        filters = filters or SearchFilters()
+        if k <= 0 or not self.docs:
+            return []
+        allow = self.candidates(filters, graphs)
+        if allow is not None and visible is not None:
+            allow = {i for i in allow if visible(i)}
+        if allow is not None and not allow:
+            return []
+
+        def ok(iri: str) -> bool:
+            return (allow is None or iri in allow) and (visible is None or visible(iri))
+
+        c = self.config
+        depth = max(4 * k, 50)
+        rankings: list[_Ranked] = []
+        if text.strip():
+            rankings.append(self._text_ranking(text, depth, allow, ok))
+            lexical = _Ranked("lexical", c.w_lexical)
+            scored = self.bm25.scores(words(text))
+            lexical.items = _top([(i, s) for i, s in scored.items() if s > 0 and ok(i)], depth)
+            rankings.append(lexical)
+        if filters.tags_should:
+            should = _Ranked("tags", c.w_tags)
+            wanted = set(filters.tags_should)
+            counts: dict[str, float] = {}
+            # with a text, a preference reorders what the text found; alone, it ranks
+            found = {i for r in rankings for i, _ in r.items} if text.strip() else None
+            for tag in wanted:
+                for iri in self._by_tag.get(tag, ()):
+                    if ok(iri) and (found is None or iri in found):
+                        counts[iri] = counts.get(iri, 0.0) + 1.0
+            should.items = _top(list(counts.items()), depth)
+            rankings.append(should)
+        if not any(r.items for r in rankings):
+            # no text and no preference: the filtered set by importance, then IRI
+            pool = list(self.docs) if allow is None else list(allow)
+            plain = [(i, self.docs[i].importance) for i in pool if ok(i)]
+            return _top(plain, k)
+        structural = self._structure_ranking(text, filters, rankings, ok, depth)
+        if structural is not None:
+            rankings.append(structural)
+        return _top(list(_fuse(rankings, c.fusion, c.rrf_k).items()), k)
+
+    def _text_ranking(
+        self, text: str, depth: int, allow: set[str] | None, ok: Callable[[str], bool]
+    ) -> _Ranked:
+        ranked = _Ranked("text", self.config.w_text)
+        found: dict[str, float] = {}
+        for name, index in sorted(self.spaces.items()):
+            if not len(index):
+                continue
+            embedder = self.chain.by_name(name)
+            if embedder is None:
+                continue  # vectors of an embedder this process cannot run
+            digest = _digest(text)
+            cached = self._cache.get((name, digest))
+            if cached is None:
+                try:
+                    cached = embedder.embed([text])[0]
+                except EmbeddingError:
+                    continue
+                self._remember(name, digest, cached)
+            hits = index.search(cached, depth, allow=allow if allow is not None else ok)
+            for iri, score in hits:
+                if ok(iri) and score >= self.config.min_similarity:
+                    found[iri] = max(score, found.get(iri, -2.0))
+        ranked.items = _top(list(found.items()), depth)
+        return ranked
+
+    def _structure_ranking(
+        self,
+        text: str,
+        filters: SearchFilters,
+        rankings: list[_Ranked],
+        ok: Callable[[str], bool],
+        depth: int,
+    ) -> _Ranked | None:
+        model = self.structure
+        if model is None or not len(model) or self.config.w_structure <= 0:
+            return None
+        known = set(model.nodes())
+        anchors = {full_type(t) for t in filters.types} & known
+        if not anchors and text.strip():
+            by_name = {short_type(n).lower(): n for n in known if n.startswith(VOCAB)}
+            anchors = {by_name[w] for w in words(text) if w in by_name}
+        if not anchors:
+            fused = _fuse(rankings, self.config.fusion, self.config.rrf_k)
+            best = _top(list(fused.items()), 1)
+            if best:
+                anchors = set(self._points_of(best[0][0], known))
+        if not anchors:
+            return None
+        pool: set[str] = set()
+        for r in rankings:
+            pool.update(i for i, _ in r.items)
+        if not text.strip():  # no text to find candidates: the filter's types are the pool
+            for t in filters.types:
+                pool.update(i for i in self._by_type.get(short_type(t), ()) if ok(i))
+        scored: list[tuple[str, float]] = []
+        for iri in pool:
+            points = self._points_of(iri, known)
+            if points:
+                scored.append((iri, max(model.similarity(p, a) for p in points for a in anchors)))
+        if not scored:
+            return None
+        ranked = _Ranked("structure", self.config.w_structure)
+        ranked.items = _top(scored, depth)
+        return ranked
+
+    def _points_of(self, iri: str, known: set[str]) -> list[str]:
+        """Where a node sits in the ball: its own point (an instance), else its types'."""
+        if iri in known:
+            return [iri]
+        doc = self.docs.get(iri)
+        if doc is None:
+            return []
+        return [full_type(t) for t in doc.types if full_type(t) in known]
+
+    # -- persistence --------------------------------------------------------------------------
+    def dump_docs(self) -> bytes:
+        packed: bytes = msgpack.packb([d.to_plain() for d in self.docs.values()], use_bin_type=True)
+        return packed
+
+    def load_docs(self, data: bytes) -> None:
+        """Restore documents (the vector spaces are loaded separately); rebuilds BM25 and the sets."""
+        for row in msgpack.unpackb(data, raw=False):
+            doc = Doc.from_plain(row)
+            self.docs[doc.iri] = doc
+            self._link(doc)
+            self.bm25.add(doc.iri, words(doc.text))
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "docs": len(self.docs),
+            "embedded": self.embedded,
+            "spaces": {name: index.stats() for name, index in sorted(self.spaces.items())},
+            "embedders": [e.name for e in self.chain.embedders],
+            "skipped": [list(s) for s in self.chain.skipped],
+            "structure_nodes": 0 if self.structure is None else len(self.structure),
+        }
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _discard(index: dict[str, set[str]], key: str, iri: str) -> None:
+    members = index.get(key)
+    if members is not None:
+        members.discard(iri)
+        if not members:
+            del index[key]
+
+
+def _top(items: list[tuple[str, float]], k: int) -> list[tuple[str, float]]:
+    return sorted(items, key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def _fuse(rankings: list[_Ranked], how: str, rrf_k: int) -> dict[str, float]:
+    fused: dict[str, float] = {}
+    for r in rankings:
+        if not r.items or r.weight <= 0:
+            continue
+        if how == "rrf":
+            for rank, (iri, _score) in enumerate(r.items, start=1):
+                fused[iri] = fused.get(iri, 0.0) + r.weight / (rrf_k + rank)
+        else:  # weighted sum of min-max normalised scores
+            values = np.array([s for _, s in r.items], dtype=np.float64)
+            lo, hi = float(values.min()), float(values.max())
+            span = hi - lo
+            for iri, score in r.items:
+                norm = 1.0 if span <= 0 else (score - lo) / span
+                fused[iri] = fused.get(iri, 0.0) + r.weight * norm
+    return fused
+
+
+def merge_projection(
+    projection: Mapping[str, Any],
+    found: Mapping[str, Any],
+    *,
+    w_frame: float,
+    w_search: float,
+    rrf_k: int,
+) -> dict[str, Any]:
+    """A semantic projection: the frame's nodes and a search's hits in one ranking.
+
+    The frame's order (``projection["iris"]``: what the frame put first) and
+    the search's are fused by reciprocal rank with weights ``w_frame`` and
+    ``w_search``. ``iris`` becomes the merged order — frame nodes the search
+    also found rise, hits outside the frame join — while ``jsonld`` and
+    ``tokens`` stay the frame's (the budget is the frame's business);
+    ``ranking`` gives each IRI's fused score and both ranks, ``search`` the
+    search's own answer.
+    """
+    frame_rank = {iri: r for r, iri in enumerate(projection.get("iris", []), start=1)}
+    search_rank = {iri: r for r, iri in enumerate(found.get("iris", []), start=1)}
+    fused: dict[str, float] = {}
+    for ranks, weight in ((frame_rank, w_frame), (search_rank, w_search)):
+        for iri, r in ranks.items():
+            fused[iri] = fused.get(iri, 0.0) + weight / (rrf_k + r)
+    order = _top(list(fused.items()), len(fused))
+    merged = dict(projection)
+    merged["iris"] = [iri for iri, _ in order]
+    merged["ranking"] = [
+        {"iri": iri, "score": round(score, 6), "frame_rank": frame_rank.get(iri), "search_rank": search_rank.get(iri)}
+        for iri, score in order
+    ]
+    merged["search"] = {"iris": list(found.get("iris", [])), "scores": list(found.get("scores", []))}
+    return merged

@@ -1,0 +1,355 @@
+"""One vector space's index: annoy for the bulk, an exact buffer for the rest.
+
+* **Truth.** Every live vector sits in one contiguous float32 matrix (a row per
+  key, freed rows reused). The matrix is what rebuilds read and what exact
+  scoring uses.
+* **Bulk.** An annoy forest built from a snapshot of the matrix. Each built
+  item remembers the *stamp* of the vector it was built from; every
+  :meth:`VectorIndex.add` gives the key a new stamp. A built item counts only
+  while its key is live with that same stamp, so a delete or a newer vector
+  hides it at once (a tombstone, no rebuild needed).
+* **Delta.** Keys whose current vector is not in the forest are scored
+  exactly with numpy on every search, so a vector is searchable the moment it
+  is added.
+* **Rebuilds** are three steps so the slow one runs off the hot path:
+  :meth:`begin_rebuild` (copy a snapshot, under the lock, fast),
+  :func:`build_forest` (annoy's build on the copy: pure, on any thread; annoy
+  releases the GIL while it builds) and :meth:`install` (swap the forest in,
+  under the lock; what changed since the snapshot stays in the delta).
+* **Selective filters** (an allow-list of at most ``exact_limit`` keys) are
+  answered exactly over those rows: filtering after an approximate search
+  loses recall exactly when the filter is narrow.
+
+Thread-safe: one lock guards the state; searches hold it while they score.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+import numpy.typing as npt
+from annoy import AnnoyIndex
+
+from gliding_actors.errors import CorruptRecord, InvalidInput
+
+__all__ = ["BuiltForest", "RebuildJob", "VectorIndex", "build_forest"]
+
+Vector = npt.NDArray[np.float32]
+_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class RebuildJob:
+    """A copy of the live vectors to build a forest from (taken by :meth:`VectorIndex.begin_rebuild`)."""
+
+    dim: int
+    keys: tuple[str, ...]
+    stamps: npt.NDArray[np.int64]
+    vectors: npt.NDArray[np.float32]
+    n_trees: int
+    seed: int
+
+
+@dataclass
+class BuiltForest:
+    """An annoy forest over ``keys`` (item i is ``keys[i]`` at ``stamps[i]``)."""
+
+    forest: Any
+    keys: tuple[str, ...]
+    stamps: npt.NDArray[np.int64]
+
+
+def build_forest(job: RebuildJob) -> BuiltForest:
+    """Build the forest of a snapshot. Pure: touches nothing but the job."""
+    forest = AnnoyIndex(job.dim, "angular")
+    forest.set_seed(job.seed)
+    for i in range(len(job.keys)):
+        forest.add_item(i, job.vectors[i])
+    forest.build(job.n_trees, n_jobs=1)
+    return BuiltForest(forest, job.keys, job.stamps)
+
+
+class VectorIndex:
+    """Nearest neighbours by cosine among unit vectors of dimension ``dim``.
+
+    ``n_trees``: trees of each forest; ``search_k_per_result``: annoy's
+    ``search_k`` is this × ``n_trees`` × the number of results asked (annoy's
+    own default is 1 ×); ``rebuild_after``: vectors in the delta that make
+    :meth:`needs_rebuild` true; ``exact_limit``: an allow-list this small is
+    scored exactly.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        n_trees: int = 16,
+        search_k_per_result: int = 8,
+        rebuild_after: int = 1000,
+        exact_limit: int = 20_000,
+        seed: int = 0,
+    ) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise InvalidInput(f"a vector index needs a dimension >= 1, not {dim!r}")
+        self.dim = dim
+        self.n_trees = n_trees
+        self.search_k_per_result = search_k_per_result
+        self.rebuild_after = rebuild_after
+        self.exact_limit = exact_limit
+        self.seed = seed
+        self._lock = threading.Lock()
+        self._matrix: npt.NDArray[np.float32] = np.zeros((0, dim), dtype=np.float32)
+        self._row: dict[str, int] = {}
+        self._keys: list[str | None] = []  # row -> key (None: free)
+        self._free: list[int] = []
+        self._stamp: dict[str, int] = {}
+        self._next_stamp = 1
+        self._forest: BuiltForest | None = None
+        self._built_stamp: dict[str, int] = {}
+        self._delta: set[str] = set()
+        #: forests installed so far (for stats and tests)
+        self.builds = 0
+
+    # -- writes ---------------------------------------------------------------------
+    def _check(self, vector: npt.ArrayLike) -> Vector:
+        vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if vec.shape[0] != self.dim:
+            raise InvalidInput(f"a vector of this index has {self.dim} dimensions, not {vec.shape[0]}")
+        norm = float(np.linalg.norm(vec))
+        if not np.isfinite(norm) or norm <= 1e-12:
+            raise InvalidInput("a zero or non-finite vector cannot be indexed")
+        checked: Vector = vec / norm
+        return checked
+
+    def add(self, key: str, vector: npt.ArrayLike) -> None:
+        """Index (or re-index) ``key``; searchable at once, through the delta."""
+        vec = self._check(vector)
+        with self._lock:
+            row = self._row.get(key)
+            if row is None:
+                row = self._free.pop() if self._free else self._grow()
+                self._row[key] = row
+                self._keys[row] = key
+            self._matrix[row] = vec
+            self._stamp[key] = self._next_stamp
+            self._next_stamp += 1
+            self._delta.add(key)
+
+    def _grow(self) -> int:
+        rows = int(self._matrix.shape[0])
+        bigger = np.zeros((max(64, rows * 2), self.dim), dtype=np.float32)
+        bigger[:rows] = self._matrix
+        self._matrix = bigger
+        self._keys.extend([None] * (bigger.shape[0] - rows))
+        self._free = list(range(bigger.shape[0] - 1, rows, -1))
+        return rows
+
+    def remove(self, key: str) -> bool:
+        """Forget ``key`` now: its forest item is ignored from this moment (a tombstone)."""
+        with self._lock:
+            row = self._row.pop(key, None)
+            if row is None:
+                return False
+            self._keys[row] = None
+            self._free.append(row)
+            self._stamp.pop(key, None)
+            self._delta.discard(key)
+            return True
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._row
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def vector(self, key: str) -> Vector | None:
+        with self._lock:
+            row = self._row.get(key)
+            return None if row is None else self._matrix[row].copy()
+
+    # -- rebuilds --------------------------------------------------------------------
+    def needs_rebuild(self) -> bool:
+        return len(self._delta) >= self.rebuild_after
+
+    def begin_rebuild(self) -> RebuildJob:
+        with self._lock:
+            keys = tuple(sorted(self._row))
+            rows = np.array([self._row[k] for k in keys], dtype=np.int64)
+            stamps = np.array([self._stamp[k] for k in keys], dtype=np.int64)
+            vectors = self._matrix[rows] if len(rows) else np.zeros((0, self.dim), dtype=np.float32)
+            return RebuildJob(self.dim, keys, stamps, vectors, self.n_trees, self.seed)
+
+    def install(self, built: BuiltForest) -> None:
+        """Swap ``built`` in; vectors added or changed since its snapshot stay in the delta."""
+        with self._lock:
+            self._forest = built
+            self._built_stamp = dict(zip(built.keys, built.stamps.tolist(), strict=True))
+            self._delta = {k for k, s in self._stamp.items() if self._built_stamp.get(k) != s}
+            self.builds += 1
+
+    def rebuild(self) -> None:
+        """All three steps on the calling thread (tests, the simulator, a reload)."""
+        self.install(build_forest(self.begin_rebuild()))
+
+    # -- search ----------------------------------------------------------------------
+    def search(
+        self,
+        query: npt.ArrayLike,
+        k: int,
+        *,
+        allow: Collection[str] | Callable[[str], bool] | None = None,
+    ) -> list[tuple[str, float]]:
+        """The ``k`` best ``(key, cosine)`` pairs, best first; ``allow`` filters keys.
+
+        An allow-list of at most ``exact_limit`` keys is scored exactly; a
+        predicate (or a larger list) filters the forest's answers, asking the
+        forest for more the narrower the filter turns out to be.
+        """
+        q = self._check(query)
+        if k <= 0:
+            return []
+        with self._lock:
+            if isinstance(allow, Collection) and not isinstance(allow, str) and len(allow) <= self.exact_limit:
+                rows = [self._row[key] for key in allow if key in self._row]
+                return self._exact(q, k, rows)
+            ok: Callable[[str], bool]
+            if allow is None:
+                ok = _always
+            elif callable(allow):
+                ok = allow
+            else:
+                allowed = set(allow)
+                ok = allowed.__contains__
+            found: dict[str, float] = {}
+            if self._delta:
+                delta_rows = [self._row[key] for key in self._delta if ok(key)]
+                found.update(self._exact(q, k, delta_rows))
+            forest = self._forest
+            if forest is not None and len(forest.keys):
+                want = k
+                while True:
+                    got = self._from_forest(forest, q, want, ok)
+                    found.update(got)
+                    if len(got) >= k or want >= len(forest.keys):
+                        break
+                    want *= 4  # the filter or tombstones ate the answers: ask wider
+            ranked = sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))
+            return ranked[:k]
+
+    def _from_forest(self, forest: BuiltForest, q: Vector, n: int, ok: Callable[[str], bool]) -> dict[str, float]:
+        ids = forest.forest.get_nns_by_vector(
+            q, n, search_k=self.search_k_per_result * self.n_trees * n
+        )
+        stamp = self._stamp
+        out: dict[str, float] = {}
+        candidates = [(i, forest.keys[i]) for i in ids]
+        live = [(i, key) for i, key in candidates if stamp.get(key) == int(forest.stamps[i]) and ok(key)]
+        if live:
+            rows = np.array([self._row[key] for _, key in live], dtype=np.int64)
+            scores = self._matrix[rows] @ q  # exact cosines, not annoy's float32 distance
+            for (_, key), score in zip(live, scores.tolist(), strict=True):
+                out[key] = float(score)
+        return out
+
+    def _exact(self, q: Vector, k: int, rows: list[int]) -> list[tuple[str, float]]:
+        if not rows:
+            return []
+        idx = np.asarray(rows, dtype=np.int64)
+        scores = self._matrix[idx] @ q
+        top = np.argpartition(-scores, k - 1)[:k] if len(rows) > k else np.arange(len(rows))
+        out = [(str(self._keys[int(idx[i])]), float(scores[i])) for i in top]
+        out.sort(key=lambda kv: (-kv[1], kv[0]))
+        return out
+
+    # -- persistence ------------------------------------------------------------------
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """Write the vectors and the forest under ``directory`` (replaced atomically, file by file)."""
+        where = Path(directory)
+        where.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            keys = sorted(self._row)
+            rows = np.array([self._row[k] for k in keys], dtype=np.int64)
+            vectors = self._matrix[rows] if keys else np.zeros((0, self.dim), dtype=np.float32)
+            meta = {
+                "format": _FORMAT,
+                "dim": self.dim,
+                "keys": keys,
+                "stamps": [self._stamp[k] for k in keys],
+                "next_stamp": self._next_stamp,
+                "built": None,
+            }
+            forest = self._forest
+            if forest is not None:
+                meta["built"] = {"keys": list(forest.keys), "stamps": forest.stamps.tolist()}
+                _atomic(where / "forest.ann", lambda tmp: forest.forest.save(tmp))
+        def write_vectors(tmp: str) -> None:
+            with open(tmp, "wb") as fh:
+                np.save(fh, vectors)
+
+        _atomic(where / "vectors.npy", write_vectors)
+        _atomic(where / "index.msgpack", lambda tmp: Path(tmp).write_bytes(msgpack.packb(meta, use_bin_type=True)))
+
+    def load(self, directory: str | os.PathLike[str]) -> bool:
+        """Replace this index with what :meth:`save` wrote; False (unchanged) when nothing is there."""
+        where = Path(directory)
+        if not (where / "index.msgpack").is_file():
+            return False
+        try:
+            meta = msgpack.unpackb((where / "index.msgpack").read_bytes(), raw=False)
+            vectors = np.load(where / "vectors.npy")
+            if meta["format"] != _FORMAT or meta["dim"] != self.dim or len(meta["keys"]) != len(vectors):
+                raise ValueError("format, dimension or count does not match")
+            forest = None
+            if meta["built"] is not None:
+                annoy = AnnoyIndex(self.dim, "angular")
+                annoy.load(str(where / "forest.ann"))
+                forest = BuiltForest(
+                    annoy, tuple(meta["built"]["keys"]), np.asarray(meta["built"]["stamps"], dtype=np.int64)
+                )
+        except (OSError, ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
+            raise CorruptRecord(f"the vector index at {where} does not load: {exc}") from None
+        with self._lock:
+            n = len(meta["keys"])
+            self._matrix = np.zeros((max(64, n), self.dim), dtype=np.float32)
+            self._matrix[:n] = vectors
+            self._keys = [*meta["keys"], *([None] * (self._matrix.shape[0] - n))]
+            self._row = {k: i for i, k in enumerate(meta["keys"])}
+            self._free = list(range(self._matrix.shape[0] - 1, n - 1, -1))
+            self._stamp = dict(zip(meta["keys"], meta["stamps"], strict=True))
+            self._next_stamp = int(meta["next_stamp"])
+            self._forest = forest
+            self._built_stamp = {} if forest is None else dict(zip(forest.keys, forest.stamps.tolist(), strict=True))
+            self._delta = {k for k, s in self._stamp.items() if self._built_stamp.get(k) != s}
+        return True
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "vectors": len(self._row),
+                "delta": len(self._delta),
+                "built": 0 if self._forest is None else len(self._forest.keys),
+                "builds": self.builds,
+            }
+
+
+def _always(_key: str) -> bool:
+    return True
+
+
+def _atomic(target: Path, write: Callable[[str], Any]) -> None:
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

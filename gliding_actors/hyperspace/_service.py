@@ -1,0 +1,436 @@
+"""The hyperspace engine inside a :class:`~gliding_actors.MemorySystem`: its actor, feed and lifecycle.
+
+How writes reach the engine (asynchronously, never on a writer's path):
+
+* The **line registry** (``system.line_graphs``) calls :meth:`HyperspaceService._recorded`
+  when a write, cas or delete completes — before the writer's caller sees the
+  result. It only notes ``iri -> version`` in :attr:`pending` (a dict under a
+  lock; no message, no embedding).
+* The actor ``hyperspace`` is subscribed (push) to the bus topic
+  ``line.changed``. Each event makes it index every pending line whose copy
+  at home (L2, else L0) is as new as the write: write-through lines at once,
+  write-back ones when a recall or flush brings them home. For a write still
+  in its writer's cache it embeds the value from the writer's published
+  snapshot ahead of time (:meth:`HyperspaceEngine.warm`), so the later
+  indexing costs a cache hit, not an embedding.
+* **L0-only nodes** (L1's archived turns and sessions, written straight to L0)
+  are not lines: each catch-up indexes the archive IRIs it has not seen yet
+  (one key scan of the archive prefix), and :meth:`HyperspaceService.notify`
+  lets a writer of such nodes hand their IRIs over directly.
+
+A **search** is coherent like a SPARQL query: it first recalls every dirty
+line home, then the actor catches up (every line the registry recorded before
+the search began is now at home, and is indexed) and only then ranks. Results
+are confined to the named graphs the asker's role may read, and each line is
+checked against the registry (``MemorySystem.may_read``) as a read would be.
+
+Background rebuilds of the annoy forests run on one worker thread (``rebuilds:
+thread``) that builds from a snapshot and installs under the index's lock; on
+the deterministic simulator they run inline (``auto``), so a replay stays
+byte-for-byte reproducible. :meth:`HyperspaceService.close` stops the worker
+(joining it) and saves the engine under ``<memory>/hyperspace``; the next open
+loads it and reconciles it with L0 (version and text hash per node), so only
+what changed is embedded again.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import urllib.parse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gliding_actors.bus import BUS_ACTOR
+from gliding_actors.coherence._hosting import LINE_CHANGED, unpack_value
+from gliding_actors.errors import EmbeddingError, GlidingError, InvalidInput
+from gliding_actors.hyperspace._embedders import EmbedderChain
+from gliding_actors.hyperspace._engine import HyperspaceEngine, _digest, parse_filters
+from gliding_actors.hyperspace._index import build_forest
+from gliding_actors.hyperspace._text import node_text
+from gliding_actors.l1._archive import ARCHIVE_GRAPH, ARCHIVE_PREFIX, is_archive_iri
+from gliding_actors.runtime import ChainedFuture, Context, Future
+
+if TYPE_CHECKING:
+    from gliding_actors.system import MemorySystem
+
+__all__ = ["HYPERSPACE_ACTOR", "HyperspaceActor", "HyperspaceService", "check_search_args"]
+
+HYPERSPACE_ACTOR = "hyperspace"
+_DIR = "hyperspace"
+_STOP = object()
+
+
+def check_search_args(text: object, k: object, filters: object) -> tuple[str, int, dict[str, Any] | None]:
+    """Validate a search before anything is sent: :class:`InvalidInput` naming the argument."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"search text is a string, not {type(text).__name__}", path=("text",))
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0 or k > 10_000:
+        raise InvalidInput(f"search k is an integer in [0, 10000], not {k!r}", path=("k",))
+    parse_filters(filters)  # type: ignore[arg-type]  # raises on bad filters
+    if filters is not None and not isinstance(filters, Mapping):
+        raise InvalidInput("search filters are an object")
+    return text, k, None if filters is None else dict(filters)
+
+
+class HyperspaceService:
+    """The engine of one memory, its feed and its persistence. ``memory.hyperspace`` holds it."""
+
+    def __init__(self, system: MemorySystem) -> None:
+        self._system = system
+        self.config = system.config.hyperspace
+        self.engine = HyperspaceEngine(self.config, EmbedderChain.from_config(self.config))
+        self.path = Path(system.path) / _DIR
+        self._lock = threading.Lock()
+        #: iri -> newest version the registry recorded and the engine has not indexed yet
+        self.pending: dict[str, int] = {}
+        #: L0-only nodes handed over with :meth:`notify`
+        self._pending_l0: set[str] = set()
+        #: archive IRIs already indexed (they never change)
+        self._archives: set[str] = set()
+        self._structure_dirty = True
+        mode = self.config.rebuilds
+        self.threaded = mode == "thread" or (mode == "auto" and system.runtime.kind != "sim")
+        self._jobs: queue.Queue[Any] = queue.Queue()
+        self._building: set[str] = set()
+        self._worker: threading.Thread | None = None
+        self._closed = False
+        #: forests installed by the worker, and rebuild failures (kept, never raised on a writer)
+        self.rebuild_errors: list[str] = []
+
+    @classmethod
+    def start(cls, system: MemorySystem) -> HyperspaceService:
+        """Load the saved engine, reconcile it with L0, spawn the actor, subscribe it (waits for the bus)."""
+        service = cls(system)
+        service._load()
+        service._reconcile()
+        if service.threaded:
+            service._worker = threading.Thread(target=service._work, name="hyperspace-rebuild", daemon=True)
+            service._worker.start()
+        runtime = system.runtime
+        runtime.spawn(HYPERSPACE_ACTOR, lambda: HyperspaceActor(service), restart=True)
+        runtime.lookup(BUS_ACTOR).ask(
+            {"type": "subscribe", "topic": LINE_CHANGED, "subscriber": HYPERSPACE_ACTOR, "mode": "push"}
+        ).get()
+        system.line_graphs.add_listener(service._recorded)
+        return service
+
+    # -- the feed ------------------------------------------------------------------------
+    def _recorded(self, iri: str, version: int, forced: bool) -> None:
+        """The registry's listener (any thread, must be quick): note the line as pending."""
+        with self._lock:
+            if forced or version > self.pending.get(iri, -1):
+                self.pending[iri] = version
+
+    def notify(self, iri: str) -> None:
+        """Index L0-only node ``iri`` (an archive a layer wrote straight to L0) at the next catch-up."""
+        with self._lock:
+            self._pending_l0.add(iri)
+
+    def on_event(self, iri: str, version: int, agent: str | None) -> None:
+        """A ``line.changed`` event (on the actor): index what is home, warm what is not."""
+        self._recorded(iri, version, False)
+        self.catch_up(strict=False)
+        with self._lock:
+            waiting = self.pending.get(iri)
+        if waiting is not None and agent is not None:
+            hit = self._system.board.lookup(agent, iri)
+            if hit is not None and hit[2] >= waiting:
+                value = unpack_value(hit[1])
+                if isinstance(value, dict):
+                    self.engine.warm(value)
+
+    def catch_up(self, *, strict: bool = True) -> int:
+        """Index every pending line whose home copy is new enough; returns how many changed.
+
+        ``strict`` (a search, after its recall): an embedding failure is
+        raised, so a search never answers from an index missing a completed
+        write; the line stays pending. Otherwise (an event) it waits for the
+        next catch-up.
+        """
+        system = self._system
+        with self._lock:
+            todo = dict(self.pending)
+            l0_todo = set(self._pending_l0)
+        changed = 0
+        failure: EmbeddingError | None = None
+        for iri, wanted in sorted(todo.items()):
+            copy = system.line_copy(iri)
+            if (copy[1] if copy is not None else 0) < wanted:
+                continue  # still in its writer's cache: a recall or flush brings it
+            try:
+                changed += self._apply(iri, copy, "line")
+            except EmbeddingError as exc:
+                failure = failure or exc
+                continue
+            with self._lock:
+                if self.pending.get(iri) == wanted:
+                    del self.pending[iri]
+        for iri in self._new_archives() | l0_todo:
+            entry = system.l0.retrieve(iri, touch=False)
+            copy = None if entry is None else (entry.content, entry.version, list(entry.tags), entry.named_graph or "")
+            try:
+                changed += self._apply(iri, copy, "l0", importance=None if entry is None else entry.importance)
+            except EmbeddingError as exc:
+                failure = failure or exc
+                continue
+            with self._lock:
+                self._pending_l0.discard(iri)
+            if is_archive_iri(iri):
+                self._archives.add(iri)
+        if changed:
+            self._maybe_rebuild()
+        if failure is not None and strict:
+            raise failure
+        return changed
+
+    def _apply(
+        self, iri: str, copy: tuple[Any, int, list[str], str] | None, source: str, importance: float | None = None
+    ) -> int:
+        engine = self.engine
+        if copy is None or copy[0] is None:
+            return int(engine.remove(iri))
+        value, version, tags, graph = copy
+        old = engine.docs.get(iri)
+        if (
+            old is not None
+            and old.version == version
+            and old.tags == tuple(sorted(set(tags)))
+            and old.graph == graph
+            and old.text_hash == _digest(node_text(value))
+        ):
+            return 0
+        doc = engine.upsert(
+            iri, value, version=version, tags=tags, graph=graph, importance=importance, source=source
+        )
+        if doc.types or "subClassOf" in value:
+            self._structure_dirty = True
+        return 1
+
+    def _new_archives(self) -> set[str]:
+        return set(self._system.l0.query_iris(prefix=ARCHIVE_PREFIX)) - self._archives
+
+    # -- structure (the Poincaré model of the type hierarchy) ----------------------------------
+    def refresh_structure(self) -> None:
+        """Bring the Poincaré model up to the graph's hierarchy (incremental when it only grew)."""
+        if not self._structure_dirty or self.config.w_structure <= 0:
+            return
+        self._structure_dirty = False
+        try:
+            from gliding_actors.hyperspace._poincare import PoincareEmbedding, hierarchy_edges
+        except ImportError:  # pragma: no cover - the module ships with the package
+            return
+        system = self._system
+        edges = hierarchy_edges(system.graph)
+        if not edges:
+            self.engine.structure = None
+            return
+        model = self.engine.structure
+        if model is None or not set(model.edges()).issubset(edges):
+            model = PoincareEmbedding(self.config.structure_dim, seed=0)
+            model.fit(edges, epochs=self.config.structure_epochs)
+        else:
+            model.update(edges)
+        self.engine.structure = model
+
+    # -- search ------------------------------------------------------------------------------
+    def submit_search(
+        self, role: str, text: str, k: int = 10, filters: Mapping[str, Any] | None = None
+    ) -> Future[dict[str, Any]]:
+        """Recall dirty lines, then rank on the actor. Bad arguments raise before anything is sent."""
+        checked_text, checked_k, checked_filters = check_search_args(text, k, filters)
+        system = self._system
+        request = {"t": "search", "role": role, "text": checked_text, "k": checked_k, "filters": checked_filters}
+
+        def ask(_moved: int) -> Future[dict[str, Any]]:
+            future: Future[dict[str, Any]] = system.runtime.lookup(HYPERSPACE_ACTOR).ask(request)
+            return future
+
+        return ChainedFuture(system.submit_recall(), ask)
+
+    def search_now(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The actor's half of a search: catch up, refresh the structure, rank, confine."""
+        role = str(request["role"])
+        filters = parse_filters(request.get("filters"))
+        self.catch_up(strict=True)
+        self.refresh_structure()
+        system = self._system
+        permissions = system.permissions
+        engine = self.engine
+        if role == "system":
+            graphs = None
+            visible = None
+        else:
+            # L0-only nodes (L1 archives) follow Agent.reload's rule, "any agent
+            # may reload any archive": their IRI is not a line, so may_read asks
+            # about the default graph; lines must also be readable where they are.
+            graphs = [*permissions.readable_graphs(role, sorted({d.graph for d in engine.docs.values()})), ARCHIVE_GRAPH]
+
+            def visible_fn(iri: str) -> bool:
+                doc = engine.docs.get(iri)
+                if doc is None or not system.may_read(role, iri):
+                    return False
+                return doc.source != "line" or permissions.allowed(role, doc.graph, "read")
+
+            visible = visible_fn
+        hits = engine.search(str(request["text"]), int(request["k"]), filters, graphs=graphs, visible=visible)
+        return {
+            "iris": [iri for iri, _ in hits],
+            "scores": [round(score, 6) for _, score in hits],
+            "embedders": sorted({engine.docs[i].space for i, _ in hits if engine.docs[i].space}),
+        }
+
+    # -- rebuilds ------------------------------------------------------------------------------
+    def _maybe_rebuild(self) -> None:
+        for name, index in list(self.engine.spaces.items()):
+            if not index.needs_rebuild() or name in self._building:
+                continue
+            if self.threaded:
+                self._building.add(name)
+                self._jobs.put((name, index))
+            else:
+                index.rebuild()
+
+    def _work(self) -> None:
+        """The rebuild thread: build a snapshot's forest, install it, save the space."""
+        while True:
+            job = self._jobs.get()
+            if job is _STOP:
+                return
+            name, index = job
+            if isinstance(index, _Marker):
+                index.done.set()
+                continue
+            try:
+                index.install(build_forest(index.begin_rebuild()))
+                index.save(self._space_dir(name))
+            except Exception as exc:  # noqa: BLE001 - kept and reported; the delta still answers exactly
+                self.rebuild_errors.append(f"{name}: {exc}")
+            finally:
+                self._building.discard(name)
+
+    def wait_rebuilds(self, timeout: float = 60.0) -> None:
+        """Block until queued rebuilds are done (tests and benchmarks)."""
+        if not self.threaded or self._worker is None or self._closed:
+            return
+        done = threading.Event()
+        self._jobs.put(("__marker__", _Marker(done)))
+        done.wait(timeout)
+
+    # -- persistence ---------------------------------------------------------------------------
+    def _space_dir(self, name: str) -> Path:
+        return self.path / "spaces" / urllib.parse.quote(name, safe="")
+
+    def save(self) -> None:
+        """Write the documents, every space and the structure model under ``<memory>/hyperspace``."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        for name, index in self.engine.spaces.items():
+            index.save(self._space_dir(name))
+        manifest = {name: index.dim for name, index in self.engine.spaces.items()}
+        import msgpack
+
+        (self.path / "spaces.msgpack").write_bytes(msgpack.packb(manifest, use_bin_type=True))
+        (self.path / "docs.msgpack").write_bytes(self.engine.dump_docs())
+        if self.engine.structure is not None:
+            (self.path / "structure.bin").write_bytes(self.engine.structure.to_bytes())
+
+    def _load(self) -> None:
+        import msgpack
+
+        manifest_file = self.path / "spaces.msgpack"
+        docs_file = self.path / "docs.msgpack"
+        if not manifest_file.is_file() or not docs_file.is_file():
+            return
+        try:
+            manifest = msgpack.unpackb(manifest_file.read_bytes(), raw=False)
+            for name, dim in manifest.items():
+                index = self.engine.space(str(name), int(dim))
+                index.load(self._space_dir(str(name)))
+            self.engine.load_docs(docs_file.read_bytes())
+            structure = self.path / "structure.bin"
+            if structure.is_file():
+                from gliding_actors.hyperspace._poincare import PoincareEmbedding
+
+                self.engine.structure = PoincareEmbedding.from_bytes(structure.read_bytes())
+        except (GlidingError, OSError, ValueError, TypeError, KeyError, msgpack.UnpackException):
+            # a damaged save is not the truth (L0 is): start empty and re-index
+            self.engine = HyperspaceEngine(self.config, self.engine.chain)
+
+    def _reconcile(self) -> None:
+        """Make the loaded engine agree with L0: changed or new nodes become pending, gone ones go."""
+        engine = self.engine
+        seen: set[str] = set()
+        for entry in self._system.l0.query():
+            seen.add(entry.iri)
+            doc = engine.docs.get(entry.iri)
+            space = None if doc is None else engine.spaces.get(doc.space)
+            if (
+                doc is not None
+                and doc.version == entry.version
+                and doc.text_hash == _digest(node_text(entry.content))
+                and (not doc.space or (space is not None and entry.iri in space))
+            ):
+                if is_archive_iri(entry.iri):
+                    self._archives.add(entry.iri)
+                continue
+            if is_archive_iri(entry.iri):
+                self._pending_l0.add(entry.iri)
+            else:
+                self.pending[entry.iri] = entry.version
+        for iri in [i for i in engine.docs if i not in seen]:
+            engine.remove(iri)
+
+    def close(self, *, save: bool = True) -> None:
+        """Stop the rebuild thread (waits for a build in progress) and save, unless ``save=False``."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._worker is not None:
+            self._jobs.put(_STOP)
+            self._worker.join()
+        if save:
+            try:
+                self.save()
+            except (OSError, GlidingError) as exc:  # the next open re-indexes from L0
+                self.rebuild_errors.append(f"save: {exc}")
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            pending = len(self.pending) + len(self._pending_l0)
+        return {**self.engine.stats(), "pending": pending, "rebuild_errors": list(self.rebuild_errors)}
+
+
+class _Marker:
+    """A queue item that only signals: everything queued before it is done."""
+
+    def __init__(self, done: threading.Event) -> None:
+        self.done = done
+
+
+class HyperspaceActor:
+    """Behaviour of ``hyperspace``: ``line.changed`` events, ``search``, ``catch_up``, ``stats``."""
+
+    def __init__(self, service: HyperspaceService) -> None:
+        self._service = service
+
+    def receive(self, message: Any, ctx: Context) -> Any:
+        if not isinstance(message, dict):
+            raise InvalidInput(f"the hyperspace actor takes objects, not {type(message).__name__}")
+        service = self._service
+        if message.get("type") == "bus.event":
+            event = message.get("message")
+            if message.get("topic") == LINE_CHANGED and isinstance(event, dict):
+                iri, version, agent = event.get("iri"), event.get("version"), event.get("agent")
+                if isinstance(iri, str) and type(version) is int:
+                    service.on_event(iri, version, agent if isinstance(agent, str) else None)
+            return None
+        kind = message.get("t")
+        if kind == "search":
+            return service.search_now(message)
+        if kind == "catch_up":
+            return service.catch_up(strict=True)
+        if kind == "stats":
+            return service.stats()
+        raise InvalidInput(f"unknown hyperspace request {message!r}")
+

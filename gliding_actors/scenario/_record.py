@@ -1,0 +1,329 @@
+"""Recording what a live team did, one JSON line per operation (docs/RECORDING.md).
+
+``MemorySystem.open(..., record="trace.jsonl")`` attaches a :class:`Recorder`.
+It hooks in one place: every ``submit_*`` method of each agent handle (and
+``reload``), and the system's ``submit_inspect``, ``submit_flush`` and
+``submit_team``, are wrapped on the handle when it is made, so a method added
+to :class:`~gliding_actors.agent.Agent` later is recorded without anyone
+remembering to. Blocking methods go through their ``submit_*`` twin, and the
+async view goes through the same twins, so each operation is recorded exactly
+once however it was called: only the outermost wrapped call in a thread is
+recorded (``submit_task`` handing a ``task.complete`` to
+``submit_complete_task`` is one op).
+
+Each op line carries the scenario op it corresponds to (``op``, or null when
+the format has none) and its arguments in scenario terms, two global sequence
+numbers — ``issued`` (taken when the call was made) and ``completed`` (taken
+the first time the outcome was seen: the runtime future's done callback, which
+runs in the thread that answered it before that thread handles anything else,
+or the caller's ``get`` if that came first) — the clock readings, and the
+result or the error. Lines are written when an op completes, so a file lists
+ops in completion order; ``gliding-actors convert`` (:mod:`._convert`) turns
+it into a format-v1 scenario.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import json
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from gliding_actors.clock import VirtualClock
+from gliding_actors.errors import InvalidInput, Timeout
+
+if TYPE_CHECKING:
+    from gliding_actors.agent import Agent
+    from gliding_actors.system import MemorySystem
+
+__all__ = ["TRACE_FORMAT", "Recorder", "TracedFuture", "scenario_call"]
+
+#: the first line of every trace file names this format (bumped on a breaking change)
+TRACE_FORMAT = "gliding-actors/trace@1"
+
+#: system-level calls recorded, and the scenario op each is
+_SYSTEM_CALLS = {"submit_inspect": "inspect", "submit_flush": "flush", "submit_team": "agents"}
+
+_UNSET: Any = object()
+
+
+def _plain(value: Any) -> Any:
+    """JSON data: tuples and sets become lists, anything else unknown its repr."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(_plain(v) for v in value)
+    return repr(value)
+
+
+def scenario_call(call: str, args: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The scenario op (or None) and its args for a recorded handle call.
+
+    ``args`` are the call's bound arguments, defaults applied. Arguments left
+    at None are dropped (the format's optional args are absent, not null).
+    """
+    present = {k: v for k, v in args.items() if v is not None}
+    if call == "submit_task":
+        request = dict(present.get("request") or {})
+        kind = request.pop("t", None)
+        if kind == "task.create":
+            out = {"task": request.get("task")}
+            if request.get("parent") is not None:
+                out["parent"] = request["parent"]
+            if request.get("depends_on"):
+                out["depends_on"] = list(request["depends_on"])
+            return "task.create", out
+        if kind == "task.depend":
+            return "task.depend", {"task": request.get("task"), "on": request.get("on")}
+        if kind == "task.layers" and request.get("task") is not None:
+            return "task.layers", {"task": request["task"]}
+        if kind == "task.complete":
+            return "task.complete", {"task": request.get("task"), "status": request.get("status", "completed")}
+        return None, {"request": _plain(args.get("request"))}
+    if call == "submit_complete_task":
+        return "task.complete", {"task": present.get("task"), "status": present.get("status", "completed")}
+    if call == "submit_query":
+        if present.get("bindings"):
+            return None, dict(present)
+        return "query", {"sparql": present.get("sparql")}
+    if call == "submit_turn":
+        if present.get("embedding") is not None:
+            return None, dict(present)
+        out = {k: present[k] for k in ("role", "summary", "thought", "content", "supplement") if k in present}
+        for key in ("relevance", "tokens", "cites"):
+            if key in present:
+                out[key] = present[key]
+        return "turn", out
+    if call == "submit_lock":
+        return "lock", {k: present[k] for k in ("resource", "mode", "timeout_s") if k in present}
+    if call in _SYSTEM_CALLS:
+        if call == "submit_flush" and present.get("iris") is not None:
+            return None, dict(present)
+        return _SYSTEM_CALLS[call], dict(present)
+    name = call.removeprefix("submit_")
+    if name in {
+        "read", "write", "cas", "delete", "evict", "subscribe", "unsubscribe", "publish",
+        "inbox", "heartbeat", "unlock", "session", "project", "search", "intent", "context",
+    }:
+        return name, dict(present)
+    return None, dict(present)
+
+
+class TracedFuture:
+    """A runtime future whose outcome is recorded once, the first time it is seen.
+
+    The outcome is memoised, so the caller, the async bridge and the trace all
+    see the very same value (a mapped step — e.g. a query's SPARQL after its
+    recall — runs once, not once per reader).
+    """
+
+    def __init__(
+        self, inner: Any, stamp: Callable[[], int], settled: Callable[[int, Any, BaseException | None], None]
+    ) -> None:
+        self._inner = inner
+        self._stamp = stamp
+        self._settled = settled
+        self._lock = threading.Lock()
+        self._value: Any = _UNSET
+        self._error: BaseException | None = None
+        self._has = False
+        inner.add_done_callback(self._on_done)
+
+    def _settle(self, value: Any, error: BaseException | None) -> None:
+        with self._lock:
+            if self._has:
+                return
+            # numbered before anyone can see the outcome: a caller that gets it
+            # and issues its next op finds this op already ordered before it
+            completed = self._stamp()
+            self._value, self._error, self._has = value, error, True
+        self._settled(completed, value, error)
+
+    def _evaluate(self, timeout: float | None) -> None:
+        try:
+            value = self._inner.get(timeout)
+        except Timeout:
+            if not self._inner.done():
+                raise  # a wait that ran out, not the op's outcome
+            self._settle(None, _current_error())
+        except BaseException as exc:  # noqa: BLE001 - the op's error, kept and re-raised
+            self._settle(None, exc)
+        else:
+            self._settle(value, None)
+
+    def _on_done(self, _inner: Any) -> None:
+        if not self._has:
+            self._evaluate(0)
+
+    def get(self, timeout: float | None = None) -> Any:
+        if not self._has:
+            self._evaluate(timeout)
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def done(self) -> bool:
+        return bool(self._inner.done())
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        self._inner.add_done_callback(lambda _inner: callback(self))
+
+
+def _current_error() -> BaseException:
+    import sys
+
+    error = sys.exc_info()[1]
+    assert error is not None
+    return error
+
+
+class Recorder:
+    """Writes one JSON line per recorded op to a trace file (see the module docstring)."""
+
+    def __init__(self, handle: IO[str], system: MemorySystem) -> None:
+        self._out = handle
+        self._system = system
+        self._clock = system.clock
+        self._lock = threading.Lock()
+        self._order = itertools.count(1)
+        self._local = threading.local()
+        self._closed = False
+        self._pending: dict[int, dict[str, Any]] = {}
+        self._t0 = self._clock.now()
+        from gliding_actors import __version__
+
+        self._write(
+            {
+                "format": TRACE_FORMAT,
+                "library": __version__,
+                "runtime": system.runtime.kind,
+                "seed": getattr(system.runtime, "seed", 0),
+                "clock": "virtual" if isinstance(self._clock, VirtualClock) else "system",
+                "t0": self._t0,
+                "config": _plain(system.config.to_dict()),
+            }
+        )
+
+    @classmethod
+    def attach(cls, system: MemorySystem, path: str | Path) -> Recorder:
+        """Open ``path`` (truncated) and record ``system`` from now on."""
+        try:
+            handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        except OSError as exc:
+            raise InvalidInput(f"cannot record to {path}: {exc}") from exc
+        recorder = cls(handle, system)
+        for name in _SYSTEM_CALLS:
+            recorder._wrap(system, name, None)
+        return recorder
+
+    # -- hooking -------------------------------------------------------------
+    def agent_added(self, agent: Agent) -> None:
+        """Record a new handle and wrap its operations (called by ``MemorySystem.agent``)."""
+        self._write({"kind": "agent", "id": agent.id, "role": agent.role, "t": self._clock.now()})
+        names = [n for n in dir(type(agent)) if n.startswith("submit_") or n == "reload"]
+        for name in names:
+            if callable(getattr(type(agent), name, None)):
+                self._wrap(agent, name, agent.id)
+        agent._direct_hits = False  # a hit must go through submit_read to be recorded
+
+    def _wrap(self, target: Any, name: str, agent_id: str | None) -> None:
+        original = getattr(target, name)
+        signature = inspect.signature(original)
+        local = self._local
+
+        @functools.wraps(original)
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            if getattr(local, "depth", 0) or self._closed:
+                return original(*args, **kwargs)
+            try:
+                bound = signature.bind(*args, **kwargs)
+                bound.apply_defaults()
+                call_args = dict(bound.arguments)
+            except TypeError:
+                call_args = {"args": list(args), "kwargs": kwargs}
+            if agent_id is None and scenario_call(name, call_args)[0] is None:
+                # a system call the library makes for an op already recorded
+                # (completing a task flushes its lines from a callback thread)
+                return original(*args, **kwargs)
+            entry = self._issue(name, agent_id, call_args)
+            local.depth = 1
+            try:
+                out = original(*args, **kwargs)
+            except BaseException as exc:
+                self._complete(entry, self._next(), None, exc)
+                raise
+            finally:
+                local.depth = 0
+            if not callable(getattr(out, "add_done_callback", None)):
+                self._complete(entry, self._next(), out, None)  # a synchronous op (reload)
+                return out
+            return TracedFuture(out, self._next, lambda n, value, error: self._complete(entry, n, value, error))
+
+        setattr(target, name, traced)
+
+    # -- lines -----------------------------------------------------------------
+    def _next(self) -> int:
+        """The next number of the one global order of issues and completions."""
+        with self._lock:
+            return next(self._order)
+
+    def _issue(self, call: str, agent_id: str | None, args: dict[str, Any]) -> dict[str, Any]:
+        op, op_args = scenario_call(call, args)
+        issued = self._next()
+        entry = {
+            "kind": "op",
+            "op": op,
+            "call": call,
+            "agent": agent_id,
+            "args": _plain(op_args),
+            "issued": issued,
+            "t_issued": self._clock.now(),
+        }
+        with self._lock:
+            self._pending[issued] = entry
+        return entry
+
+    def _complete(self, entry: dict[str, Any], completed: int, value: Any, error: BaseException | None) -> None:
+        with self._lock:
+            if self._pending.pop(entry["issued"], None) is None:
+                return
+            line = dict(entry)
+            line["completed"] = completed
+        line["t_completed"] = self._clock.now()
+        if error is not None:
+            line["error"] = {"name": type(error).__name__, "message": str(error)}
+        else:
+            line["result"] = _plain(value)
+        self._write(line)
+
+    def _write(self, data: dict[str, Any]) -> None:
+        text = json.dumps(data, sort_keys=True, allow_nan=False, default=repr) + "\n"
+        with self._lock:
+            if not self._closed:
+                self._out.write(text)
+                self._out.flush()
+
+    def close(self) -> None:
+        """Write the ops still pending (``pending: true``) and close the file; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            pending = sorted(self._pending.values(), key=lambda e: e["issued"])
+            self._pending.clear()
+        for entry in pending:
+            self._write({**entry, "pending": True})
+        with self._lock:
+            self._closed = True
+            self._out.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

@@ -1,0 +1,162 @@
+"""VectorIndex: delta, tombstones, rebuilds (also off-thread), filters, persistence; BM25's formula."""
+
+from __future__ import annotations
+
+import math
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gliding_actors.errors import CorruptRecord, InvalidInput
+from gliding_actors.hyperspace import BM25Index, VectorIndex, build_forest
+
+
+def _data(n: int, dim: int = 32, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _exact(x: np.ndarray, q: np.ndarray, k: int) -> list[int]:
+    return [int(i) for i in np.argsort(-(x @ q))[:k]]
+
+
+def test_a_vector_is_found_the_moment_it_is_added() -> None:
+    index = VectorIndex(32, rebuild_after=10_000)
+    data = _data(50)
+    for i, v in enumerate(data):
+        index.add(f"k{i}", v)
+    hits = index.search(data[7], 3)
+    assert hits[0][0] == "k7" and abs(hits[0][1] - 1.0) < 1e-5
+    assert index.stats() == {"vectors": 50, "delta": 50, "built": 0, "builds": 0}
+
+
+def test_rebuild_moves_the_delta_into_the_forest_and_search_agrees_with_exact() -> None:
+    data = _data(400)
+    index = VectorIndex(32, n_trees=16, search_k_per_result=64)
+    for i, v in enumerate(data):
+        index.add(f"k{i:03d}", v)
+    index.rebuild()
+    assert index.stats()["delta"] == 0 and index.stats()["built"] == 400
+    rng = np.random.default_rng(5)
+    recall = 0.0
+    for _ in range(20):
+        q = rng.standard_normal(32).astype(np.float32)
+        q /= np.linalg.norm(q)
+        got = {int(k[1:]) for k, _ in index.search(q, 10)}
+        recall += len(got & set(_exact(data, q, 10))) / 10
+    assert recall / 20 >= 0.9
+    # scores are exact cosines, best first
+    hits = index.search(data[3], 5)
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+    assert np.isclose(hits[1][1], float(data[int(hits[1][0][1:])] @ data[3]), atol=1e-5)
+
+
+def test_deletes_and_replacements_are_honoured_before_any_rebuild() -> None:
+    data = _data(100)
+    index = VectorIndex(32)
+    for i, v in enumerate(data):
+        index.add(f"k{i}", v)
+    index.rebuild()
+    assert index.remove("k5") and not index.remove("k5")
+    assert "k5" not in {k for k, _ in index.search(data[5], 10)}  # a tombstone hides the built item
+    index.add("k6", data[9])  # k6 now points where k9 does
+    hits = dict(index.search(data[9], 3))
+    assert hits["k6"] == pytest.approx(1.0, abs=1e-5)
+    assert index.search(data[6], 1)[0][0] != "k6" or hits  # the old k6 vector is gone
+    assert index.stats()["delta"] == 1 and len(index) == 99
+
+
+def test_filters_narrow_answers_and_small_allow_lists_are_exact() -> None:
+    data = _data(300)
+    index = VectorIndex(32, n_trees=2, search_k_per_result=1, exact_limit=100)
+    for i, v in enumerate(data):
+        index.add(f"k{i}", v)
+    index.rebuild()
+    allow = {f"k{i}" for i in range(0, 300, 5)}  # 60 keys: exact
+    q = data[42]
+    want = [i for i in _exact(data, q, 300) if i % 5 == 0][:10]
+    assert [int(k[1:]) for k, _ in index.search(q, 10, allow=allow)] == want
+    # a predicate goes through the forest, which is asked wider until it has enough
+    got = index.search(q, 10, allow=lambda key: int(key[1:]) % 7 == 0)
+    assert len(got) == 10 and all(int(k[1:]) % 7 == 0 for k, _ in got)
+
+
+def test_a_background_rebuild_keeps_what_changed_after_its_snapshot() -> None:
+    data = _data(200)
+    index = VectorIndex(32)
+    for i, v in enumerate(data[:150]):
+        index.add(f"k{i}", v)
+    job = index.begin_rebuild()
+    built: list[object] = []
+    worker = threading.Thread(target=lambda: built.append(build_forest(job)))
+    worker.start()
+    for i, v in enumerate(data[150:], start=150):  # writes while the forest builds
+        index.add(f"k{i}", v)
+    index.remove("k3")
+    index.add("k4", data[199])
+    worker.join()
+    index.install(built[0])  # type: ignore[arg-type]
+    stats = index.stats()
+    assert stats["built"] == 150 and stats["delta"] == 51  # 50 new + k4's new vector
+    assert index.search(data[170], 1)[0][0] == "k170"
+    assert "k3" not in {k for k, _ in index.search(data[3], 5)}
+    assert {k for k, _ in index.search(data[199], 2)} == {"k4", "k199"}
+
+
+def test_save_and_load_round_trip(tmp_path: Path) -> None:
+    data = _data(120)
+    index = VectorIndex(32)
+    for i, v in enumerate(data[:100]):
+        index.add(f"k{i}", v)
+    index.rebuild()
+    for i, v in enumerate(data[100:], start=100):
+        index.add(f"k{i}", v)
+    index.remove("k1")
+    index.save(tmp_path / "ix")
+    again = VectorIndex(32)
+    assert again.load(tmp_path / "ix")
+    assert {k: v for k, v in again.stats().items() if k != "builds"} == {
+        k: v for k, v in index.stats().items() if k != "builds"
+    }
+    for probe in (0, 50, 110):
+        assert again.search(data[probe], 5) == index.search(data[probe], 5)
+    assert "k1" not in again
+    assert not VectorIndex(32).load(tmp_path / "absent")
+    (tmp_path / "ix" / "vectors.npy").write_bytes(b"garbage")
+    with pytest.raises(CorruptRecord):
+        VectorIndex(32).load(tmp_path / "ix")
+
+
+def test_bad_vectors_are_refused_and_change_nothing() -> None:
+    index = VectorIndex(4)
+    index.add("a", [1, 0, 0, 0])
+    for bad in ([0, 0, 0, 0], [1, 2, 3], [math.nan, 0, 0, 1]):
+        with pytest.raises(InvalidInput):
+            index.add("b", bad)
+    assert len(index) == 1 and "b" not in index
+
+
+def test_bm25_matches_the_textbook_formula_and_updates_in_place() -> None:
+    bm = BM25Index(k1=1.2, b=0.75)
+    docs = {"d1": "jwt token rotation", "d2": "token token cache", "d3": "lunch menu"}
+    for d, text in docs.items():
+        bm.add(d, text.split())
+    n, avgdl = 3, 8 / 3  # 3 + 3 + 2 words
+
+    def expected(doc: str, term: str) -> float:
+        tokens = docs[doc].split()
+        tf = tokens.count(term)
+        df = sum(term in t.split() for t in docs.values())
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        return idf * tf * 2.2 / (tf + 1.2 * (1 - 0.75 + 0.75 * len(tokens) / avgdl))
+
+    scores = bm.scores(["token"])
+    assert scores == pytest.approx({"d1": expected("d1", "token"), "d2": expected("d2", "token")})
+    assert scores["d2"] > scores["d1"]
+    bm.add("d2", ["lunch"])  # replaced: no longer about tokens
+    assert set(bm.scores(["token"])) == {"d1"}
+    assert bm.remove("d1") and not bm.remove("d1")
+    assert bm.scores(["token"]) == {} and len(bm) == 2

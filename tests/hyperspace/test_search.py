@@ -1,0 +1,220 @@
+"""Search through a MemorySystem: coherence, filters, permissions, archives, persistence, projection, the op."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gliding_actors.errors import InvalidInput
+from gliding_actors.hyperspace import SearchFilters, parse_filters
+from gliding_actors.scenario._replay import load_and_replay
+from gliding_actors.system import MemorySystem
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=["sim", "threads"])
+def memory(request: pytest.FixtureRequest) -> Iterator[MemorySystem]:
+    m = MemorySystem.open(runtime=request.param)
+    yield m
+    m.close(flush=False)
+
+
+def _team(m: MemorySystem) -> None:
+    pa, ca = m.agent("pa", "PA"), m.agent("ca", "CA")
+    aa = m.agent("aa", "AA")
+    pa.write("task:auth", {"@type": "Task", "summary": "switch authentication to JWT tokens", "importance": 0.9},
+             tags=["auth"], graph="plan")
+    pa.write("task:ui", {"@type": "Task", "summary": "redesign the dashboard colours", "importance": 0.2},
+             tags=["ui"], graph="plan")
+    pa.write("step:jwt", {"@type": "Step", "summary": "validate JWT signatures in the middleware"},
+             tags=["auth", "code"], graph="plan")
+    ca.write("review:jwt", {"@type": "Review", "summary": "JWT middleware review: rotate keys"},
+             tags=["auth"], graph="review")
+    aa.write("decision:ship", {"@type": "Decision", "summary": "ship the JWT change"}, tags=["auth"],
+             graph="decision")
+
+
+def test_search_sees_a_write_back_write_still_in_the_writers_cache(memory: MemorySystem) -> None:
+    pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+    pa.write("task:auth", {"@type": "Task", "summary": "switch authentication to JWT tokens"}, graph="plan")
+    assert memory.inspect("task:auth")["caches"]["pa"] == "M"  # not home, not in L0
+    assert da.search("JWT authentication", 5)["iris"] == ["task:auth"]
+    pa.write("task:auth", {"@type": "Task", "summary": "plan the lunch menu"})  # changed: the old text is gone
+    assert da.search("JWT authentication", 5, {"types": ["Task"]})["iris"] in ([], ["task:auth"])
+    assert da.search("lunch menu", 1)["iris"] == ["task:auth"]
+    pa.delete("task:auth")
+    assert da.search("lunch menu", 5)["iris"] == []
+
+
+def test_filters_tags_types_graph_importance(memory: MemorySystem) -> None:
+    _team(memory)
+    aa = memory.agent("aa", "AA")
+    everything = aa.search("JWT", 10)["iris"]
+    assert set(everything) == {"task:auth", "step:jwt", "review:jwt", "decision:ship"}
+    assert aa.search("JWT", 10, {"tags": ["auth", "code"]})["iris"] == ["step:jwt"]
+    assert set(aa.search("JWT", 10, {"tags": {"must": ["auth"], "not": ["code"]}})["iris"]) == {
+        "task:auth", "review:jwt", "decision:ship"}
+    assert set(aa.search("JWT", 10, {"types": ["Task", "Decision"]})["iris"]) == {"task:auth", "decision:ship"}
+    assert set(aa.search("JWT", 10, {"types": ["https://gliding-actors.dev/ns#Review"]})["iris"]) == {"review:jwt"}
+    assert set(aa.search("", 10, {"graph": "plan"})["iris"]) == {"task:auth", "task:ui", "step:jwt"}
+    assert aa.search("", 10, {"graph": "plan", "min_importance": 0.8})["iris"] == ["task:auth"]
+    assert aa.search("", 10, {"graph": "plan", "max_importance": 0.3})["iris"] == ["task:ui"]
+    should = aa.search("JWT", 10, {"tags": {"should": ["code"]}})["iris"]
+    assert should[0] == "step:jwt"  # preferred, never required
+    assert aa.search("JWT", 2)["scores"] == sorted(aa.search("JWT", 2)["scores"], reverse=True)
+    assert aa.search("JWT", 0)["iris"] == []
+
+
+def test_no_result_from_a_graph_the_role_may_not_read(memory: MemorySystem) -> None:
+    _team(memory)
+    # PA reads plan, knowledge, shared; not review, not decision
+    pa_sees = memory.agent("pa", "PA").search("JWT review decision", 10)["iris"]
+    assert set(pa_sees) == {"task:auth", "step:jwt"}
+    ca_sees = memory.agent("ca", "CA").search("JWT", 10, {"graph": "decision"})["iris"]
+    assert ca_sees == []
+
+
+@settings(max_examples=15)
+@given(
+    lines=st.lists(
+        st.tuples(
+            st.sampled_from(["plan", "execution", "review", "decision", "knowledge", "shared"]),
+            st.sampled_from(["jwt key rotation", "dashboard colours", "token cache", "jwt middleware"]),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    role=st.sampled_from(["SA", "PA", "DA", "CA", "AA"]),
+    query=st.sampled_from(["jwt", "dashboard", "token cache", ""]),
+)
+def test_property_search_never_shows_an_unreadable_line(
+    lines: list[tuple[str, str]], role: str, query: str
+) -> None:
+    with MemorySystem.open(runtime="sim") as m:
+        writer = m.agent("w", "system")
+        for n, (graph, text) in enumerate(lines):
+            writer.write(f"node:{n}", {"summary": text}, graph=graph)
+        reader = m.agent("r", role)
+        found = reader.search(query, 20)["iris"]
+        readable = set(m.readable_graphs(role))
+        for iri in found:
+            assert m.line_graphs.graph_of(iri) in readable and m.may_read(role, iri)
+        if query == "":
+            expected = {f"node:{n}" for n, (g, _) in enumerate(lines) if g in readable}
+            assert set(found) == expected  # and nothing readable is hidden
+
+
+def test_bad_search_input_is_refused_before_anything_is_sent(memory: MemorySystem) -> None:
+    pa = memory.agent("pa", "PA")
+    pa.write("task:a", {"summary": "alpha"})
+    before = memory.hyperspace.stats()
+    for args in [
+        (42, 3, None),
+        ("x", -1, None),
+        ("x", True, None),
+        ("x", 3, {"tags": "auth"}),
+        ("x", 3, {"color": "red"}),
+        ("x", 3, {"tags": {"maybe": ["a"]}}),
+        ("x", 3, {"min_importance": 0.9, "max_importance": 0.1}),
+        ("x", 3, {"graph": ""}),
+        ("x", 3, ["tags"]),
+    ]:
+        with pytest.raises(InvalidInput):
+            pa.submit_search(*args)  # type: ignore[arg-type]
+    assert memory.hyperspace.stats() == before
+
+
+def test_parse_filters_forms() -> None:
+    assert parse_filters(None) == SearchFilters()
+    f = parse_filters({"tags": {"must": ["b", "a"], "should": ["c"], "not": ["d"]}, "types": ["Task"], "graph": "plan",
+                       "min_importance": 0, "max_importance": 1})
+    assert f == SearchFilters(("a", "b"), ("c",), ("d",), ("Task",), "plan", 0.0, 1.0)
+
+
+def test_archived_turns_are_searchable(memory: MemorySystem) -> None:
+    da = memory.agent("da", "DA")
+    turn = da.turn("decided to cache JWT public keys", thought="keys rotate hourly", content="cache for 5 minutes")
+    hits = memory.agent("pa", "PA").search("JWT public keys cache", 3)
+    assert hits["iris"][0] == turn["archive_iri"]
+    assert memory.agent("pa", "PA").search("keys", 5, {"graph": "sessions"})["iris"] == [turn["archive_iri"]]
+
+
+def test_the_engine_is_saved_on_close_and_reconciled_with_l0_on_open(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path / "m", runtime="threads") as m:
+        pa = m.agent("pa", "PA")
+        pa.write("task:a", {"summary": "rotate the signing keys"})
+        pa.write("task:b", {"summary": "dashboard colours"})
+        assert pa.search("signing keys", 1)["iris"] == ["task:a"]
+    assert (tmp_path / "m" / "hyperspace" / "docs.msgpack").is_file()
+    with MemorySystem.open(tmp_path / "m", runtime="threads") as m:
+        service = m.hyperspace
+        assert set(service.engine.docs) == {"task:a", "task:b"} and service.pending == {}
+        pa = m.agent("pa", "PA")
+        assert pa.search("signing keys", 1)["iris"] == ["task:a"]
+        assert service.engine.embedded == 0  # no node was embedded again (queries are not counted)
+        pa.write("task:b", {"summary": "signing keys for the dashboard"}, tags=["user_intent"])  # write-through
+    # a crash: the save is stale, L0 is the truth
+    m = MemorySystem.open(tmp_path / "m", runtime="threads")
+    m.agent("pa", "PA").write("task:c", {"summary": "signing ceremony"}, tags=["user_intent"])
+    reopened = m.crash_process()
+    try:
+        assert {"task:a", "task:b", "task:c"} <= set(reopened.hyperspace.pending) | set(reopened.hyperspace.engine.docs)
+        found = reopened.agent("pa", "PA").search("signing", 3)["iris"]
+        assert set(found) == {"task:a", "task:b", "task:c"}
+    finally:
+        reopened.close()
+
+
+def test_background_rebuilds_on_threads(tmp_path: Path) -> None:
+    config = {"hyperspace": {"rebuild_after": 20, "hash_dim": 32}}
+    with MemorySystem.open(tmp_path / "m", config=config, runtime="threads") as m:
+        pa = m.agent("pa", "PA")
+        for i in range(45):
+            pa.write(f"node:{i}", {"summary": f"note number {i} about topic {i % 5}"})
+        pa.search("topic", 1)
+        m.hyperspace.wait_rebuilds()
+        space = m.hyperspace.engine.spaces["hash-v1/32"]
+        assert space.stats()["builds"] >= 1 and space.stats()["built"] >= 20
+        assert m.hyperspace.rebuild_errors == []
+        assert pa.search("note number 44 about topic 4", 1)["iris"] == ["node:44"]
+
+
+def test_semantic_projection_merges_the_frame_and_the_search(memory: MemorySystem) -> None:
+    _team(memory)
+    pa = memory.agent("pa", "PA")
+    pa.create_task("task:auth")
+    plain = pa.project("pa_init", "task:auth")
+    merged = pa.project("pa_init", "task:auth", query="dashboard colours")
+    assert set(plain["iris"]) <= set(merged["iris"])
+    assert "task:ui" in merged["iris"] and "task:ui" not in plain["iris"]  # brought in by meaning
+    assert merged["search"]["iris"][0] == "task:ui"
+    assert merged["jsonld"] == plain["jsonld"] and merged["tokens"] == plain["tokens"]
+    assert all(r["frame_rank"] or r["search_rank"] for r in merged["ranking"])
+    assert "review:jwt" not in merged["iris"]  # PA may not read review: not even through meaning
+    with pytest.raises(InvalidInput):
+        pa.submit_project("pa_init", "task:auth", query=7)  # type: ignore[arg-type]
+
+
+def test_search_scenario_replays_on_both_runtimes() -> None:
+    path = REPO / "scenarios" / "search" / "basic.yaml"
+    hashes = set()
+    for seed in (0, 1, 7):
+        result = load_and_replay(path, seed=seed)
+        assert result.ok, result.failure
+        hashes.add(result.log_hash)
+    assert load_and_replay(path, seed=7).log_hash in hashes
+    result = load_and_replay(path, runtime="threads")
+    assert result.ok, result.failure
+
+
+@pytest.mark.slow
+def test_search_scenario_replays_under_fifty_seeds() -> None:
+    path = REPO / "scenarios" / "search" / "basic.yaml"
+    for seed in range(50):
+        result = load_and_replay(path, seed=seed)
+        assert result.ok, (seed, result.failure)
