@@ -78,12 +78,23 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="replay the bundled demo scenario with a step-by-step report")
     demo.add_argument("--runtime", choices=("sim", "threads"), default="sim")
     demo.add_argument("--seed", type=int, default=None)
+    demo.add_argument(
+        "--team",
+        action="store_true",
+        help="run the example PDCA team (examples/pdca_team) live, record, convert and replay its trace",
+    )
 
     bench = sub.add_parser("bench", help="run a benchmark suite (ratios against a same-run baseline)")
     bench.add_argument("suite", help="suite name; 'list' shows them")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     bench.add_argument("--data", default=None, help="input data of a suite that reads some (context: a LoCoMo-format file)")
+    bench.add_argument(
+        "--embedder",
+        default=None,
+        choices=("hash", "onnx", "openai"),
+        help="text embedder of a suite that embeds (context; default: the library's, hash)",
+    )
     return parser
 
 
@@ -240,6 +251,8 @@ def _demo(args: argparse.Namespace) -> int:
     from gliding_actors.scenario._model import OpStep, ParallelStep, Step
     from gliding_actors.scenario._replay import OpOutcome
 
+    if args.team:
+        return _demo_team(args)
     out = Console(highlight=False, emoji=False)
     files = _demo_files()
     if not files:
@@ -294,6 +307,33 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_OK if all_ok else EXIT_FAILED
 
 
+def _demo_team(args: argparse.Namespace) -> int:
+    """The example team on threads (recording), its trace converted, the scenario replayed on sim."""
+    import importlib.util
+    import tempfile
+
+    from gliding_actors import MemorySystem, VirtualClock
+
+    team_py = Path(__file__).resolve().parent.parent / "examples" / "pdca_team" / "team.py"
+    spec = importlib.util.spec_from_file_location("pdca_team_example", team_py)
+    if not team_py.exists() or spec is None or spec.loader is None:
+        print(f"gliding-actors demo --team: {team_py} not found; run it from a source checkout", file=sys.stderr)
+        return EXIT_INVALID
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    with tempfile.TemporaryDirectory(prefix="gliding-actors-team-") as tmp:
+        trace, scenario = Path(tmp) / "team.jsonl", Path(tmp) / "team.yaml"
+        with MemorySystem.open(Path(tmp) / "memory", record=trace, clock=VirtualClock()) as memory:
+            report = module.run_team(memory)
+        print(f"team: {report.rounds} PDCA rounds, verdicts {report.verdicts}, decisions {report.decisions}")
+        if _convert(argparse.Namespace(trace=str(trace), output=str(scenario), name="pdca_team",
+                                       time_resolution=1.0)) != EXIT_OK:
+            return EXIT_FAILED
+        seeds = "0..4" if args.seed is None else str(args.seed)
+        return main(["replay", str(scenario), "--seeds", seeds])
+
+
 def _brief(value: Any, limit: int = 60) -> str:
     """One compact line for a report cell: ``key=value`` pairs, long values cut."""
     if isinstance(value, dict):
@@ -324,7 +364,8 @@ def _bench(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     run = load_suite(args.suite)
     try:
-        report = run(args.quick) if args.data is None else run(args.quick, data=args.data)
+        options = {k: v for k, v in (("data", args.data), ("embedder", args.embedder)) if v is not None}
+        report = run(args.quick, **options)
     except GlidingError as exc:  # e.g. bench context without its data file
         print(f"gliding-actors bench {args.suite}: {exc}", file=sys.stderr)
         return EXIT_INVALID

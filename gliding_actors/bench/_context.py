@@ -300,6 +300,10 @@ class Baselines:
         return [iri for iri, _ in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
+#: How long the warm-up search (indexing a whole conversation) may take.
+WARM_UP_TIMEOUT_S = 900.0
+
+
 def _score(iris: Iterable[str], tells: Mapping[str, frozenset[str]], evidence: Sequence[str]) -> tuple[bool, bool]:
     told: set[str] = set()
     for iri in iris:
@@ -315,15 +319,22 @@ def evaluate(
     max_questions: int | None = None,
     trace: Callable[[str, Any], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    embedder: str | None = None,
 ) -> dict[str, Any]:
-    """Run the evaluation; ``trace(kind, payload)`` sees every retrieval input and output (for the leak test)."""
+    """Run the evaluation; ``trace(kind, payload)`` sees every retrieval input and output (for the leak test).
+
+    ``embedder`` replaces the library's default text embedder (``hash``) for
+    the memory *and* the fusion baseline alike, so both use the same vectors.
+    """
     from gliding_actors.system import MemorySystem
+
+    config: dict[str, Any] = {} if embedder is None else {"hyperspace": {"embedder": embedder, "fallback": []}}
 
     rows: list[dict[str, Any]] = []
     history_tokens: list[int] = []
     counter_name = embedder_name = ""
     for conv in conversations:
-        with MemorySystem.open(runtime="threads") as memory:
+        with MemorySystem.open(runtime="threads", config=config) as memory:
             counter: TokenCounter = memory.context.counter
             counter_name = counter.name
             ingested = ingest(memory, conv.memory)
@@ -336,7 +347,9 @@ def evaluate(
             embedder_name = baselines.space
             baselines.costs = {iri: counter.count(line) for iri, line in baselines.lines.items()}
             history_tokens.append(counter.count("\n".join(baselines.lines[i] for i in baselines.iris)))
-            reader.search("warm up the index", 1)  # indexes every archive once, outside the timings
+            # Indexes every archive once, outside the timings; a model embedder
+            # may need minutes for a whole conversation, hence the long wait.
+            reader.search("warm up the index", 1, timeout=WARM_UP_TIMEOUT_S)
             memory.hyperspace.wait_rebuilds()
             questions = conv.questions if max_questions is None else conv.questions[:max_questions]
             for q in questions:
@@ -456,8 +469,9 @@ def _pct(sorted_ms: Sequence[float], q: float) -> float:
     return float(sorted_ms[index])
 
 
-def run(quick: bool = False, data: str | None = None) -> dict[str, Any]:
-    """The suite: ``data`` (default ``../shared/data/locomo-dev.json``); ``quick``: one conversation, 40 questions."""
+def run(quick: bool = False, data: str | None = None, embedder: str | None = None) -> dict[str, Any]:
+    """The suite: ``data`` (default ``../shared/data/locomo-dev.json``); ``quick``: one conversation, 40 questions;
+    ``embedder``: the text embedder of the memory and of the fusion baseline (default: the library's)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -474,6 +488,8 @@ def run(quick: bool = False, data: str | None = None) -> dict[str, Any]:
         TextColumn("context"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True
     ) as bar:
         task = bar.add_task("questions", total=total)
-        report = evaluate(conversations, max_questions=max_q, progress=lambda n: bar.advance(task, n))
+        report = evaluate(
+            conversations, max_questions=max_q, progress=lambda n: bar.advance(task, n), embedder=embedder
+        )
     report["data"] = str(path)
     return report

@@ -1,0 +1,1 @@
+"""Adapters to other frameworks, each behind an optional extra (``langgraph``: :mod:`.langgraph`)."""

@@ -1,0 +1,358 @@
+"""``GlidingStore``: LangGraph's ``BaseStore`` over one agent's coherent memory.
+
+Optional: needs the ``langgraph`` extra (``pip install 'gliding-actors[langgraph]'``).
+
+**Bound to an agent.** A store is made from an :class:`~gliding_actors.agent.Agent`
+(``GlidingStore(memory.agent("pa", "PA"))``): every operation is that agent's —
+it reads through its cache, its writes invalidate the other agents' copies,
+and its role's rights apply. A LangGraph node that should act as another role
+gets its own store over its own agent.
+
+**Mapping** (a contract: stored data depends on it):
+
+* namespace ``(l1, ..., ln)`` → named graph ``lg:<l1>/.../<ln>``, each label
+  percent-encoded (``urllib.parse.quote(label, safe="")``, so ``/``, spaces
+  and ``%`` in a label cannot change the path). The role needs the rights of
+  the action in that graph (``permissions`` config, e.g.
+  ``{"PA": {"lg:memories/alice": "crud"}}`` or ``{"PA": {"*": "crud"}}``);
+  a refusal is :class:`~gliding_actors.errors.PermissionDenied` and nothing
+  is sent.
+* ``(namespace, key)`` → line IRI ``lgs:<l1>/.../<ln>/<key>``, every part
+  percent-encoded the same way: the last segment is always the key, so two
+  items never share an IRI.
+* the line's value: ``{"lgNamespace": "<l1>/.../<ln>" (encoded), "lgKey": key,
+  "lgValue": <the item's value as canonical JSON text>, "lgCreatedAt",
+  "lgUpdatedAt"}`` (seconds of the memory's injected clock). The value is kept
+  as text so any JSON object round-trips unchanged (keys such as ``@id``
+  would otherwise mean something to JSON-LD); hybrid search indexes that text.
+
+**Operations.** ``get`` is a coherent read (a hit costs no message). ``put`` is
+a read then a ``cas`` on the version read, retried on a lost race, so
+``created_at`` survives updates; :meth:`GlidingStore.put_if_version` exposes
+the version check (``ConflictError`` when the item moved on) and
+:meth:`GlidingStore.version` the current version (0: absent). ``put`` with
+``None`` and ``delete`` write a tombstone (needs the ``delete`` right);
+deleting a missing item does nothing. ``search`` with a ``query`` ranks by the
+memory's hybrid search (:meth:`Agent.search`); without one, items come in
+(namespace, key) order; the candidates are found by SPARQL over the graphs the
+role may read (coherent: dirty lines are recalled first), then ``filter``
+(equality, or ``$eq $ne $gt $gte $lt $lte`` on top-level keys) and
+``offset``/``limit`` apply. ``list_namespaces`` lists namespaces holding at
+least one live item. Indexing options and TTLs are not supported (``ttl`` is
+refused: ``supports_ttl`` is False; ``index`` is accepted and ignored — every
+item is indexed whole).
+
+**Errors.** Every op of a ``batch`` is checked before any runs: a bad
+namespace, key, value or filter is :class:`~gliding_actors.errors.InvalidInput`
+(a ``ValueError``, like LangGraph's ``InvalidNamespaceError``) and the batch
+changes nothing. The async variants run the blocking batch on the loop's
+default executor (a bounded pool), so they never block the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import quote, unquote
+
+from gliding_actors.agent import Agent
+from gliding_actors.errors import ConflictError, InvalidInput
+
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        Item,
+        ListNamespacesOp,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+    )
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "gliding_actors.integrations.langgraph needs the 'langgraph' extra: pip install 'gliding-actors[langgraph]'"
+    ) from exc
+
+__all__ = ["GlidingStore", "item_iri", "namespace_graph"]
+
+GRAPH_PREFIX = "lg:"
+IRI_PREFIX = "lgs:"
+_NS = "https://gliding-actors.dev/ns#"
+_ITEMS_QUERY = (
+    f"SELECT ?s ?ns ?key WHERE {{ ?s <{_NS}lgNamespace> ?ns ; <{_NS}lgKey> ?key }}"
+)
+_PUT_RETRIES = 8
+_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+
+
+def _enc(label: str) -> str:
+    return quote(label, safe="")
+
+
+def _check_namespace(namespace: object, *, allow_empty: bool = False) -> tuple[str, ...]:
+    """LangGraph's rules (non-empty string labels, no ``.``, no NUL, root not ``langgraph``) as InvalidInput."""
+    if not isinstance(namespace, tuple):
+        raise InvalidInput(f"a namespace is a tuple of strings, not {namespace!r}")
+    if not namespace and not allow_empty:
+        raise InvalidInput("a namespace cannot be empty")
+    for label in namespace:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise InvalidInput(
+                f"namespace label {label!r} in {namespace!r}: labels are non-empty strings without '.' or NUL"
+            )
+    if namespace and namespace[0] == "langgraph" and not allow_empty:
+        raise InvalidInput(f'the root label of a namespace cannot be "langgraph": {namespace!r}')
+    return namespace
+
+
+def _check_key(key: object) -> str:
+    if not isinstance(key, str) or not key or "\x00" in key:
+        raise InvalidInput(f"a key is a non-empty string without NUL, not {key!r}")
+    return key
+
+
+def namespace_graph(namespace: tuple[str, ...]) -> str:
+    """The named graph of ``namespace``: ``lg:`` and its percent-encoded labels joined by ``/``."""
+    return GRAPH_PREFIX + "/".join(_enc(label) for label in _check_namespace(namespace))
+
+
+def item_iri(namespace: tuple[str, ...], key: str) -> str:
+    """The line IRI of an item: ``lgs:`` + encoded labels + ``/`` + encoded key."""
+    return IRI_PREFIX + "/".join(_enc(label) for label in _check_namespace(namespace)) + "/" + _enc(_check_key(key))
+
+
+def _decode_namespace(text: str) -> tuple[str, ...]:
+    return tuple(unquote(part) for part in text.split("/"))
+
+
+def _when(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc)
+
+
+def _check_filter(filter_: object) -> dict[str, Any] | None:
+    if filter_ is None:
+        return None
+    if not isinstance(filter_, Mapping):
+        raise InvalidInput(f"a search filter is a mapping, not {filter_!r}")
+    for key, cond in filter_.items():
+        if not isinstance(key, str):
+            raise InvalidInput(f"filter keys are strings, not {key!r}")
+        if isinstance(cond, Mapping):
+            unknown = [op for op in cond if op not in _OPERATORS]
+            if unknown or not cond:
+                raise InvalidInput(f"filter {key!r}: operators are {', '.join(_OPERATORS)}, not {unknown or '{}'}")
+    return dict(filter_)
+
+
+def _matches(value: Mapping[str, Any], filter_: Mapping[str, Any] | None) -> bool:
+    if not filter_:
+        return True
+    for key, cond in filter_.items():
+        present = key in value
+        actual = value.get(key)
+        conds = cond.items() if isinstance(cond, Mapping) else [("$eq", cond)]
+        for op, want in conds:
+            if op == "$eq":
+                ok = present and actual == want
+            elif op == "$ne":
+                ok = actual != want
+            else:
+                try:
+                    ok = present and {
+                        "$gt": actual > want, "$gte": actual >= want, "$lt": actual < want, "$lte": actual <= want
+                    }[op]
+                except TypeError:  # incomparable types never match
+                    ok = False
+            if not ok:
+                return False
+    return True
+
+
+class GlidingStore(BaseStore):
+    """LangGraph long-term memory over one agent of a ``MemorySystem`` (mapping in the module docstring)."""
+
+    supports_ttl = False
+
+    def __init__(self, agent: Agent, *, timeout: float | None = None) -> None:
+        if not isinstance(agent, Agent):
+            raise InvalidInput(f"GlidingStore is bound to an Agent, not {type(agent).__name__}")
+        self.agent = agent
+        self.timeout = timeout
+
+    # -- checks ----------------------------------------------------------------
+    def _check(self, op: object) -> None:
+        if isinstance(op, GetOp):
+            item_iri(op.namespace, op.key)
+        elif isinstance(op, PutOp):
+            item_iri(op.namespace, op.key)
+            if op.value is not None:
+                if not isinstance(op.value, Mapping):
+                    raise InvalidInput(f"an item's value is a mapping (or None to delete), not {op.value!r}")
+                try:
+                    json.dumps(dict(op.value), allow_nan=False)
+                except (TypeError, ValueError) as exc:
+                    raise InvalidInput(f"an item's value must be JSON: {exc}") from exc
+            if op.ttl is not None:
+                raise InvalidInput("GlidingStore does not support TTLs (supports_ttl is False)")
+        elif isinstance(op, SearchOp):
+            _check_namespace(op.namespace_prefix, allow_empty=True)
+            _check_filter(op.filter)
+            for name, n in (("limit", op.limit), ("offset", op.offset)):
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    raise InvalidInput(f"search {name} is an integer >= 0, not {n!r}")
+            if op.query is not None and (not isinstance(op.query, str) or not op.query.strip()):
+                raise InvalidInput(f"a search query is a non-empty string or None, not {op.query!r}")
+        elif isinstance(op, ListNamespacesOp):
+            for cond in op.match_conditions or ():
+                if cond.match_type not in ("prefix", "suffix"):
+                    raise InvalidInput(f"match type is 'prefix' or 'suffix', not {cond.match_type!r}")
+                if not isinstance(cond.path, tuple) or not all(isinstance(p, str) and p for p in cond.path):
+                    raise InvalidInput(f"a match path is a tuple of non-empty strings ('*' matches any), not {cond.path!r}")
+            if op.max_depth is not None and (isinstance(op.max_depth, bool) or not isinstance(op.max_depth, int)
+                                             or op.max_depth < 1):
+                raise InvalidInput(f"max_depth is an integer >= 1 or None, not {op.max_depth!r}")
+            for name, n in (("limit", op.limit), ("offset", op.offset)):
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    raise InvalidInput(f"list_namespaces {name} is an integer >= 0, not {n!r}")
+        else:
+            raise InvalidInput(f"not a store op: {op!r}")
+
+    # -- batch -----------------------------------------------------------------
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in order; every op is checked first, so a bad one changes nothing."""
+        checked = list(ops)
+        for op in checked:
+            self._check(op)
+        results: list[Result] = []
+        for op in checked:
+            if isinstance(op, GetOp):
+                results.append(self._get(op.namespace, op.key))
+            elif isinstance(op, PutOp):
+                self._put(op.namespace, op.key, op.value)
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            else:
+                assert isinstance(op, ListNamespacesOp)
+                results.append(self._list_namespaces(op))
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` on the loop's default executor: the loop is never blocked."""
+        checked = list(ops)
+        return await asyncio.get_running_loop().run_in_executor(None, self.batch, checked)
+
+    # -- the ops -----------------------------------------------------------------
+    def _item(self, namespace: tuple[str, ...], key: str, node: Mapping[str, Any]) -> Item:
+        return Item(
+            value=json.loads(node["lgValue"]),
+            key=key,
+            namespace=namespace,
+            created_at=_when(float(node["lgCreatedAt"])),
+            updated_at=_when(float(node["lgUpdatedAt"])),
+        )
+
+    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        node = self.agent.read(item_iri(namespace, key), timeout=self.timeout)["value"]
+        return None if node is None else self._item(namespace, key, node)
+
+    def version(self, namespace: tuple[str, ...], key: str) -> int:
+        """The item's line version (0 when it was never written): what :meth:`put_if_version` compares."""
+        return int(self.agent.read(item_iri(namespace, key), timeout=self.timeout)["version"])
+
+    def _node(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], created: float | None) -> dict[str, Any]:
+        now = self.agent.system.clock.now()
+        return {
+            "lgNamespace": "/".join(_enc(label) for label in namespace),
+            "lgKey": key,
+            "lgValue": json.dumps(dict(value), sort_keys=True, separators=(",", ":"), allow_nan=False),
+            "lgCreatedAt": now if created is None else created,
+            "lgUpdatedAt": now,
+        }
+
+    def put_if_version(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], version: int) -> int:
+        """Write only if the item is still at ``version`` (0: absent); returns the new version.
+
+        :class:`~gliding_actors.errors.ConflictError` when another writer got there first.
+        """
+        self._check(PutOp(namespace, key, value))
+        iri = item_iri(namespace, key)
+        current = self.agent.read(iri, timeout=self.timeout)
+        if int(current["version"]) != version:
+            raise ConflictError(f"{iri} is at version {current['version']}, not {version}")
+        node = current["value"]
+        created = None if node is None else float(node["lgCreatedAt"])
+        result = self.agent.cas(iri, version, self._node(namespace, key, value, created),
+                                graph=namespace_graph(namespace), timeout=self.timeout)
+        return int(result["version"])
+
+    def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None) -> None:
+        iri = item_iri(namespace, key)
+        for _attempt in range(_PUT_RETRIES):
+            current = self.agent.read(iri, timeout=self.timeout)
+            node = current["value"]
+            if value is None:
+                if node is not None:
+                    self.agent.delete(iri, timeout=self.timeout)
+                return
+            created = None if node is None else float(node["lgCreatedAt"])
+            try:
+                self.agent.cas(iri, int(current["version"]), self._node(namespace, key, value, created),
+                               graph=namespace_graph(namespace), timeout=self.timeout)
+                return
+            except ConflictError:
+                continue  # another agent wrote in between: read again, keep its created_at
+        raise ConflictError(f"put of {iri} lost {_PUT_RETRIES} races in a row")
+
+    def _live_items(self, prefix: tuple[str, ...]) -> list[tuple[str, tuple[str, ...], str]]:
+        """(iri, namespace, key) of every live item under ``prefix`` the role may read, by namespace and key."""
+        rows = self.agent.query(_ITEMS_QUERY, timeout=self.timeout)["rows"]
+        found = []
+        for row in rows:
+            if not str(row["s"]).startswith(IRI_PREFIX):
+                continue
+            namespace = _decode_namespace(str(row["ns"]))
+            if namespace[: len(prefix)] == prefix:
+                found.append((str(row["s"]), namespace, str(row["key"])))
+        return sorted(found, key=lambda r: (r[1], r[2]))
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        candidates = {iri: (ns, key) for iri, ns, key in self._live_items(op.namespace_prefix)}
+        wanted = op.offset + op.limit
+        if op.query is None:
+            ranked: list[tuple[str, float | None]] = [(iri, None) for iri in candidates]
+        else:
+            k = max(50, 4 * wanted)
+            hits = self.agent.search(op.query, k=k, timeout=self.timeout)
+            ranked = [(iri, float(score)) for iri, score in zip(hits["iris"], hits["scores"]) if iri in candidates]
+        out: list[SearchItem] = []
+        for iri, score in ranked:
+            ns, key = candidates[iri]
+            node = self.agent.read(iri, timeout=self.timeout)["value"]
+            if node is None:
+                continue
+            item = self._item(ns, key, node)
+            if _matches(item.value, op.filter):
+                out.append(SearchItem(ns, key, item.value, item.created_at, item.updated_at, score))
+            if len(out) >= wanted:
+                break
+        return out[op.offset : wanted]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        spaces = sorted({ns for _iri, ns, _key in self._live_items(())})
+        for cond in op.match_conditions or ():
+            path = cond.path
+            if cond.match_type == "prefix":
+                spaces = [ns for ns in spaces if len(ns) >= len(path)
+                          and all(p in ("*", n) for p, n in zip(path, ns[: len(path)]))]
+            else:
+                spaces = [ns for ns in spaces if len(ns) >= len(path)
+                          and all(p in ("*", n) for p, n in zip(path, ns[len(ns) - len(path):]))]
+        if op.max_depth is not None:
+            spaces = sorted({ns[: op.max_depth] for ns in spaces})
+        return spaces[op.offset : op.offset + op.limit]

@@ -1,0 +1,188 @@
+"""GlidingStore against LangGraph's documented BaseStore contract, on a real memory."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph.store.base", reason="the 'langgraph' extra is not installed (pip install '.[langgraph]')")
+
+from langgraph.store.base import GetOp, ListNamespacesOp, PutOp, SearchOp  # noqa: E402
+
+from gliding_actors import InvalidInput, MemorySystem, PermissionDenied, VirtualClock  # noqa: E402
+from gliding_actors.errors import ConflictError  # noqa: E402
+from gliding_actors.integrations.langgraph import GlidingStore, item_iri, namespace_graph  # noqa: E402
+
+GRANTS = {"permissions": {"PA": {"*": "crud"}, "DA": {"*": "r"}}}
+
+
+@pytest.fixture
+def memory() -> Iterator[MemorySystem]:
+    with MemorySystem.open(config=GRANTS, clock=VirtualClock(1_000.0)) as mem:
+        yield mem
+
+
+@pytest.fixture
+def store(memory: MemorySystem) -> GlidingStore:
+    return GlidingStore(memory.agent("pa", "PA"))
+
+
+def test_put_get_round_trips_any_json_object_and_keeps_created_at(store: GlidingStore, memory: MemorySystem) -> None:
+    value: dict[str, Any] = {"@id": "not-an-iri", "nested": {"list": [1, 2.5, None, "x"]}, "ünï": True}
+    store.put(("users", "alice"), "prefs", value)
+    item = store.get(("users", "alice"), "prefs")
+    assert item is not None and item.value == value and item.key == "prefs" and item.namespace == ("users", "alice")
+    created = item.created_at
+    clock = memory.clock
+    assert isinstance(clock, VirtualClock)
+    clock.advance(5)
+    store.put(("users", "alice"), "prefs", {"v": 2})
+    again = store.get(("users", "alice"), "prefs")
+    assert again is not None and again.value == {"v": 2}
+    assert again.created_at == created and (again.updated_at - created).total_seconds() == 5
+    assert store.get(("users", "alice"), "missing") is None
+    assert store.get(("users", "bob"), "prefs") is None
+
+
+def test_the_mapping_escapes_labels_and_keys(store: GlidingStore) -> None:
+    assert namespace_graph(("a b", "c/d")) == "lg:a%20b/c%2Fd"
+    assert item_iri(("a",), "b/c") != item_iri(("a", "b"), "c")
+    store.put(("a b", "c/d"), "k/1 %", {"x": 1})
+    store.put(("a b",), "c/d", {"x": 2})
+    item = store.get(("a b", "c/d"), "k/1 %")
+    assert item is not None and item.value == {"x": 1}
+    other = store.get(("a b",), "c/d")
+    assert other is not None and other.value == {"x": 2}
+
+
+def test_delete_and_put_none_remove_and_missing_deletes_are_no_ops(store: GlidingStore) -> None:
+    store.put(("docs",), "a", {"t": 1})
+    store.put(("docs",), "b", {"t": 2})
+    store.delete(("docs",), "a")
+    store.put(("docs",), "b", None)  # type: ignore[arg-type]
+    store.delete(("docs",), "never")
+    assert store.get(("docs",), "a") is None and store.get(("docs",), "b") is None
+    assert store.search(("docs",)) == [] and store.list_namespaces() == []
+
+
+def test_put_if_version_is_a_cas(store: GlidingStore) -> None:
+    assert store.version(("v",), "k") == 0
+    v1 = store.put_if_version(("v",), "k", {"n": 1}, 0)
+    with pytest.raises(ConflictError):
+        store.put_if_version(("v",), "k", {"n": 99}, 0)
+    item = store.get(("v",), "k")
+    assert item is not None and item.value == {"n": 1}  # the refused write changed nothing
+    assert store.put_if_version(("v",), "k", {"n": 2}, v1) == v1 + 1
+
+
+def test_search_filters_limits_and_ranks_by_hybrid_search(store: GlidingStore) -> None:
+    store.put(("mem", "alice"), "1", {"text": "alice likes green tea", "kind": "pref", "n": 1})
+    store.put(("mem", "alice"), "2", {"text": "alice rotates signing keys weekly", "kind": "fact", "n": 5})
+    store.put(("mem", "bob"), "3", {"text": "bob likes black coffee", "kind": "pref", "n": 3})
+    store.put(("other",), "4", {"text": "green tea everywhere", "kind": "pref", "n": 9})
+    everything = store.search(("mem",))
+    assert [(i.namespace, i.key) for i in everything] == [(("mem", "alice"), "1"), (("mem", "alice"), "2"),
+                                                          (("mem", "bob"), "3")]
+    assert all(i.score is None for i in everything)
+    assert [i.key for i in store.search(("mem",), filter={"kind": "pref"})] == ["1", "3"]
+    assert [i.key for i in store.search(("mem",), filter={"n": {"$gte": 3}})] == ["2", "3"]
+    assert [i.key for i in store.search(("mem",), limit=1, offset=1)] == ["2"]
+    ranked = store.search(("mem",), query="signing keys rotation")
+    assert ranked and ranked[0].key == "2" and ranked[0].score is not None
+    assert all(i.namespace[0] == "mem" for i in ranked)  # ("other",) is outside the prefix
+    tea = store.search((), query="green tea")
+    assert {i.key for i in tea[:2]} == {"1", "4"}
+
+
+def test_list_namespaces_prefix_suffix_and_max_depth(store: GlidingStore) -> None:
+    for ns in (("a", "x", "1"), ("a", "y", "1"), ("b", "x"), ("a", "x", "2")):
+        store.put(ns, "k", {"v": 1})
+    assert store.list_namespaces() == [("a", "x", "1"), ("a", "x", "2"), ("a", "y", "1"), ("b", "x")]
+    assert store.list_namespaces(prefix=("a",)) == [("a", "x", "1"), ("a", "x", "2"), ("a", "y", "1")]
+    assert store.list_namespaces(prefix=("a", "*", "1")) == [("a", "x", "1"), ("a", "y", "1")]
+    assert store.list_namespaces(suffix=("x",)) == [("b", "x")]
+    assert store.list_namespaces(max_depth=2) == [("a", "x"), ("a", "y"), ("b", "x")]
+    assert store.list_namespaces(limit=2, offset=1) == [("a", "x", "2"), ("a", "y", "1")]
+
+
+def test_batch_returns_one_result_per_op_in_order(store: GlidingStore) -> None:
+    results = store.batch([
+        PutOp(("t",), "a", {"v": 1}),
+        GetOp(("t",), "a"),
+        GetOp(("t",), "zz"),
+        SearchOp(("t",)),
+        ListNamespacesOp(max_depth=1),
+    ])
+    assert results[0] is None and results[2] is None
+    assert results[1] is not None and results[1].value == {"v": 1}  # type: ignore[union-attr]
+    assert [i.key for i in results[3]] == ["a"]  # type: ignore[union-attr]
+    assert results[4] == [("t",)]
+
+
+def test_async_variants_give_the_same_answers(store: GlidingStore) -> None:
+    async def run() -> tuple[Any, ...]:
+        await store.aput(("as",), "k", {"v": 1})
+        got = await store.aget(("as",), "k")
+        found = await store.asearch(("as",))
+        spaces = await store.alist_namespaces()
+        await store.adelete(("as",), "k")
+        gone = await store.aget(("as",), "k")
+        many = await store.abatch([PutOp(("as",), "j", {"v": 2}), GetOp(("as",), "j")])
+        return got, found, spaces, gone, many
+
+    got, found, spaces, gone, many = asyncio.run(run())
+    assert got.value == {"v": 1} and [i.key for i in found] == ["k"] and spaces == [("as",)]
+    assert gone is None and many[1].value == {"v": 2}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        PutOp((), "k", {"v": 1}),                       # empty namespace
+        PutOp(("a.b",), "k", {"v": 1}),                 # a period in a label
+        PutOp(("langgraph",), "k", {"v": 1}),           # reserved root
+        PutOp(("ok",), "", {"v": 1}),                   # empty key
+        PutOp(("ok",), "k", ["not", "a", "mapping"]),   # type: ignore[arg-type]
+        PutOp(("ok",), "k", {"x": float("nan")}),       # not JSON
+        PutOp(("ok",), "k", {"x": object()}),           # not JSON
+        PutOp(("ok",), "k", {"v": 1}, ttl=5.0),         # TTLs unsupported
+        SearchOp(("ok",), filter={"n": {"$regex": "x"}}),
+        SearchOp(("ok",), limit=-1),
+        ListNamespacesOp(max_depth=0),
+    ],
+)
+def test_bad_input_is_invalid_input_and_a_batch_holding_it_changes_nothing(
+    store: GlidingStore, bad: Any
+) -> None:
+    store.put(("ok",), "k", {"v": 0})
+    with pytest.raises(InvalidInput):
+        store.batch([PutOp(("ok",), "k", {"v": 1}), PutOp(("ok",), "new", {"v": 1}), bad])
+    item = store.get(("ok",), "k")
+    assert item is not None and item.value == {"v": 0}
+    assert store.get(("ok",), "new") is None
+    assert store.list_namespaces() == [("ok",)]
+
+
+def test_the_role_must_be_allowed_in_the_namespace_graph(memory: MemorySystem, store: GlidingStore) -> None:
+    store.put(("team",), "k", {"v": 1})
+    reader = GlidingStore(memory.agent("da", "DA"))  # DA: read-only everywhere (config above)
+    item = reader.get(("team",), "k")
+    assert item is not None and item.value == {"v": 1}
+    with pytest.raises(PermissionDenied):
+        reader.put(("team",), "k", {"v": 2})
+    with pytest.raises(PermissionDenied):
+        reader.delete(("team",), "k")
+    outsider = GlidingStore(memory.agent("ca", "CA"))  # CA: no rights in lg:* graphs
+    with pytest.raises(PermissionDenied):
+        outsider.get(("team",), "k")
+    assert outsider.search(()) == []  # confined to the graphs CA may read
+    after = store.get(("team",), "k")
+    assert after is not None and after.value == {"v": 1}
+
+
+def test_a_store_is_bound_to_an_agent() -> None:
+    with pytest.raises(InvalidInput):
+        GlidingStore("pa")  # type: ignore[arg-type]
