@@ -400,13 +400,9 @@ class MemorySystem:
         elif isinstance(rt, ThreadsRuntime):
             rt.wait_quiescent(timeout)
 
-    def _durable_version(self, iri: str) -> int:
-        entry = self._l0.retrieve(iri, touch=False)
-        return entry.version if entry is not None else self._l0.retrieve_version(iri)
-
     def _home_version(self, iri: str) -> int:
         held = self._homes[self.directory_for(iri)].peek(iri)
-        return int(held["version"]) if held is not None else self._durable_version(iri)
+        return int(held["version"]) if held is not None else self._l0.retrieve_version(iri)
 
     def crash(self, target: str, *, timeout: float | None = None) -> dict[str, Any]:
         """Crash one actor on purpose and wait until the system serves again.
@@ -505,14 +501,11 @@ class MemorySystem:
                 held = home.peek(iri)
                 if held is not None:
                     newest[iri] = max(newest.get(iri, 0), int(held["version"]))
-        lost = sorted(iri for iri, version in newest.items() if version > self._durable_version(iri))
+        lost = sorted(iri for iri, version in newest.items() if version > self._l0.retrieve_version(iri))
         self._closed = True
         if self._recorder is not None:
             self._recorder.close()  # the reopened memory is not recorded (docs/RECORDING.md)
-        self._runtime.shutdown()
-        self.hyperspace.close(save=False)  # dies unsaved; the reopened one reconciles with L0
-        self._l0.close()
-        self.graph.close()
+        self._release(save_index=False)  # the index dies unsaved; the reopened one reconciles with L0
         kind = self._runtime.kind
         clock = self._runtime.clock
         seed = getattr(self._runtime, "seed", 0)
@@ -527,6 +520,13 @@ class MemorySystem:
             return dict(self._agents)
 
     # -- lifecycle ---------------------------------------------------------
+    def _release(self, *, save_index: bool) -> None:
+        """Stop every actor, then let go of every store: the one list a new layer joins."""
+        self._runtime.shutdown()
+        self.hyperspace.close(save=save_index)
+        self._l0.close()
+        self.graph.close()
+
     def close(self, *, flush: bool = True, timeout: float | None = None) -> None:
         """Write dirty lines down to L0 (unless ``flush=False``), then stop every actor.
 
@@ -544,10 +544,7 @@ class MemorySystem:
             if flush and not self._owns_path:
                 self.submit_flush().get(timeout)
         finally:
-            self._runtime.shutdown()
-        self.hyperspace.close(save=not self._owns_path)
-        self._l0.close()
-        self.graph.close()
+            self._release(save_index=not self._owns_path)
         if self._owns_path:
             shutil.rmtree(self._path, ignore_errors=True)
 

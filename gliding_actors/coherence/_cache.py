@@ -555,37 +555,12 @@ class CacheController:
                 req = msg["req"]
                 home = self._dir(iri)
                 copies = 1 if req == home else 2
-                out.append(
-                    (
-                        req,
-                        m.data(
-                            iri,
-                            self.agent,
-                            line.value,
-                            line.version,
-                            line.meta,
-                            acks=0,
-                            excl=False,
-                            n=msg["n"] + copies,
-                        ),
-                    )
+                reply = m.data(
+                    iri, self.agent, line.value, line.version, line.meta, acks=0, excl=False, n=msg["n"] + copies
                 )
+                out.append((req, reply))
                 if req != home:
-                    out.append(
-                        (
-                            home,
-                            m.data(
-                                iri,
-                                self.agent,
-                                line.value,
-                                line.version,
-                                line.meta,
-                                acks=0,
-                                excl=False,
-                                n=msg["n"] + copies,
-                            ),
-                        )
-                    )
+                    out.append((home, dict(reply)))  # the same Data, a message of its own
                 if st in (E, M):
                     line.state = S
                 elif st in (EI_A, MI_A):

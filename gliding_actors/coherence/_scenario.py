@@ -212,8 +212,7 @@ def _write_through_durable(world: ReplayWorld) -> list[str]:
     out = []
     l0 = world.system.l0
     for iri, version in sorted(_truth(world).through.items()):
-        entry = l0.retrieve(iri, touch=False)
-        held = entry.version if entry is not None else l0.retrieve_version(iri)
+        held = l0.retrieve_version(iri)
         if held < version:
             out.append(f"{iri} completed write-through v{version} but L0 holds v{held}")
     return out

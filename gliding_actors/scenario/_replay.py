@@ -292,12 +292,8 @@ class _Engine:
         # "check" runs the invariants, which run_step does after every step anyway.
 
     def _quiesce(self, where: str, pos: Position) -> None:
-        rt = self.world.system.runtime
         try:
-            if isinstance(rt, Simulator):
-                rt.run_until_quiescent()
-            elif isinstance(rt, ThreadsRuntime):
-                rt.wait_quiescent(self.timeout)
+            self.world.system.quiesce(self.timeout)
         except Timeout as exc:
             raise self.fail(where, pos, f"quiesce: {exc}") from None
 
