@@ -1,6 +1,6 @@
-"""Child process of test_kill: a team of agents writing until it is SIGKILLed.
+"""The workload the kill harness SIGKILLs: a team of agents writing until it dies.
 
-usage: python kill_child.py MEMORY_PATH JOURNAL_PATH SEED
+usage: python -m gliding_actors.reliability._kill_child MEMORY_PATH JOURNAL_PATH SEED [honest|lying]
 
 Opens ``MemorySystem.open(MEMORY_PATH)`` on the threads runtime, prints
 ``ready`` and runs, until killed:
@@ -23,6 +23,10 @@ so a journal line on disk means the system had already acknowledged it:
 Versions are per line and never reused, so a line found in L0 at the
 journalled version must hold the journalled value; a higher version means a
 later write (of any kind) reached L0 too.
+
+Mode ``lying`` journals every write-back write as flushed the moment it
+returns, without waiting for a flush: a broken promise the harness must catch
+(its own test, so the check is known to be able to fail).
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ class Journal:
 
 def main() -> None:
     memory_path, journal_path, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    lying = len(sys.argv) > 4 and sys.argv[4] == "lying"
     memory = MemorySystem.open(memory_path)
     journal = Journal(journal_path)
     # write-back writes that completed: iri -> (version, value), newest version kept
@@ -85,6 +90,9 @@ def main() -> None:
             else:
                 result = agent.write(iri, value)
                 assert result["policy"] == "write_back", result
+                if lying:
+                    journal.append({"op": "flush", "lines": [[iri, result["version"], value]]})
+                    continue
                 with completed_lock:
                     held = completed.get(iri)
                     if held is None or held[0] < result["version"]:
