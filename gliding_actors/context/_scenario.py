@@ -1,6 +1,8 @@
 """Scenario ops of the scheduler and the prefetcher: ``context`` and ``intent`` (spec, "Ops").
 
-``context``: args ``query`` (opt) and ``max_tokens``; results the spec's keys
+``context``: args ``query`` (opt), ``task`` (opt, an addition to the spec:
+the task whose projection to use instead of the agent's current one) and
+``max_tokens``; results the spec's keys
 ``tokens``, ``iris`` (the main list), ``text``, plus ``counter``, ``sources``
 (per source: items, tokens, proposed), ``path`` (what L3, L2 and L0 had),
 ``task``, ``frame``, ``items``. ``intent``: arg ``entities``; results
@@ -24,7 +26,7 @@ __all__: list[str] = []
 @implements("context")
 def _context(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
     args = step.args
-    return world.agent(step).submit_context(args.get("query"), args["max_tokens"])
+    return world.agent(step).submit_context(args.get("query"), args["max_tokens"], task=args.get("task"))
 
 
 @implements("intent")

@@ -48,8 +48,8 @@ HEARTBEAT_STATUSES: tuple[str, ...] = ("idle", "working", "waiting", "completed"
 TASK_STATUSES: tuple[str, ...] = ("completed", "failed")
 #: Stable MESI states of one agent's copy of a line (``read``/``write``/``evict`` ``state``).
 LINE_STATES: tuple[str, ...] = ("I", "S", "E", "M")
-#: ``crash`` targets: ``agent:ID`` or one of the named components.
-CRASH_TARGET_PATTERN = r"^(agent:.+|directory|dir:[0-9]+|l0|l2|l3|process)$"
+#: ``crash`` targets: ``agent:ID``, ``l1:ID`` (an agent's session actor) or one of the named components.
+CRASH_TARGET_PATTERN = r"^(agent:.+|l1:.+|directory|dir:[0-9]+|l0|l2|l3|bus|blackboard|hyperspace|context|supervisor|process)$"
 #: The ``expect`` forms besides exact result keys (spec "Expectations"); a result
 #: key may never take one of these names.
 EXPECTATION_FORMS: tuple[str, ...] = (
@@ -289,7 +289,7 @@ _V1: tuple[OpSpec, ...] = (
     ),
     _spec(
         "context",
-        args=_args({"max_tokens": _COUNT}, {"query": _STR}),
+        args=_args({"max_tokens": _COUNT}, {"query": _STR, "task": _STR}),
         results={"tokens": _COUNT, "iris": _list_of(_STR), "text": _STR},
         main_list="iris",
     ),
@@ -388,7 +388,8 @@ _V1: tuple[OpSpec, ...] = (
                 "target": {
                     "type": "string",
                     "pattern": CRASH_TARGET_PATTERN,
-                    "description": "agent:ID, directory (every shard) or dir:N (one), l0, l2, l3 or process",
+                    "description": "agent:ID, directory (every shard) or dir:N (one), l0, l2, l3 or process;"
+                    " added: l1:ID, bus, blackboard, hyperspace, context, supervisor",
                 }
             }
         ),

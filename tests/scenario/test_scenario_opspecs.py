@@ -96,7 +96,7 @@ def test_main_lists_match_the_spec() -> None:
         ("read", {"iri"}, set()),
         ("write", {"iri", "value"}, {"tags", "graph"}),
         ("cas", {"iri", "version", "value"}, {"tags", "graph"}),
-        ("context", {"max_tokens"}, {"query"}),
+        ("context", {"max_tokens"}, {"query", "task"}),
         ("project", {"frame"}, {"task", "max_tokens"}),
         ("search", {"text", "k"}, {"filters"}),
         ("task.create", {"task"}, {"parent", "depends_on"}),
