@@ -16,6 +16,7 @@ from gliding_actors.errors import (
     InvalidInput,
     PermissionDenied,
     ScenarioFormatError,
+    SignatureError,
     StorageError,
     Timeout,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "PermissionDenied",
     "ROLES",
     "ScenarioFormatError",
+    "SignatureError",
     "StorageError",
     "SystemClock",
     "Timeout",

@@ -1,4 +1,4 @@
-"""The ``gliding-actors`` command line: replay, convert, demo, bench.
+"""The ``gliding-actors`` command line: replay, convert, demo, bench, skill.
 
 Exit codes of ``replay`` (a contract, see SCENARIO_FORMAT.md): 0 when every
 expectation and invariant held for every seed, 1 on a failure, 2 when a file is
@@ -95,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
         choices=("hash", "onnx", "openai"),
         help="text embedder of a suite that embeds (context; default: the library's, hash)",
     )
+
+    from gliding_actors.skills._cli import add_skill_parser
+
+    add_skill_parser(sub)  # skill import|sign|verify|list (docs/SKILLS.md)
     return parser
 
 
@@ -108,6 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _bench(args)
     if args.command == "convert":
         return _convert(args)
+    if args.command == "skill":
+        from gliding_actors.skills._cli import run_skill
+
+        return run_skill(args)
     raise AssertionError(args.command)  # pragma: no cover - argparse enforces the choices
 
 

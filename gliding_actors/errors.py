@@ -9,6 +9,7 @@ tell them apart::
     │   ├── ConfigError         a configuration key or value is wrong
     │   └── ScenarioFormatError a scenario file is malformed (FILE:LINE:COL)
     ├── PermissionDenied        the agent's role may not touch that graph
+    │   └── SignatureError      a skill's signature is missing, malformed, untrusted or wrong
     ├── ConflictError           a compare-and-set or fencing check lost a race
     │   └── DeadlockError       a lock wait would close a cycle in the wait-for graph
     ├── CycleError              a task dependency would close a cycle
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidInput",
     "PermissionDenied",
     "ScenarioFormatError",
+    "SignatureError",
     "StorageError",
     "Timeout",
 ]
@@ -95,6 +97,22 @@ class ScenarioFormatError(InvalidInput):
 
 class PermissionDenied(GlidingError):
     """The agent's role may not perform this operation on that named graph."""
+
+
+class SignatureError(PermissionDenied):
+    """A skill may not be used: its signature is missing, malformed, made with a
+    key the caller does not trust, or does not match the skill's content.
+
+    A :class:`PermissionDenied` because it is one: the content may be perfectly
+    well-formed, the caller is just not allowed to act on it. ``key_id`` names
+    the key the skill claims (None when it names none); ``iri`` the skill.
+    """
+
+    def __init__(self, message: str, *, key_id: str | None = None, iri: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.key_id = key_id
+        self.iri = iri
 
 
 class ConflictError(GlidingError):

@@ -22,6 +22,7 @@ PUBLIC = {
     "PermissionDenied",
     "ROLES",
     "ScenarioFormatError",
+    "SignatureError",
     "StorageError",
     "SystemClock",
     "Timeout",
