@@ -16,11 +16,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import msgpack
+import pyoxigraph as ox
 
 from gliding_actors.bus import BUS_ACTOR, HISTORY_GRAPH, MESSAGE_IRI_PREFIX
 from gliding_actors.coherence._hosting import cache_name, unpack_value
 from gliding_actors.errors import InvalidInput, PermissionDenied
-from gliding_actors.l0 import is_valid_iri
+from gliding_actors.l0 import is_valid_iri, is_valid_label
+from gliding_actors.l0._canonical import JSON_ERRORS, canonical
 from gliding_actors.l1._actor import session_actor_name, turn_request
 from gliding_actors.l1._archive import ARCHIVE_PREFIX, reload_turn
 from gliding_actors.l1._session import check_embedding
@@ -62,6 +64,14 @@ class WriteResult(TypedDict):
 def _check_iri(iri: object) -> str:
     if not isinstance(iri, str) or not is_valid_iri(iri):
         raise InvalidInput(f"not a valid IRI (scheme:rest, no spaces or control characters): {iri!r}")
+    try:
+        # The graph (pyoxigraph) is stricter than L0's shape check (e.g. a '%'
+        # not followed by two hex digits): a delete of such an IRI put a
+        # tombstone home that the graph refused, mid-protocol, and the
+        # directory answered nothing ever again (fuzzing found it).
+        ox.NamedNode(iri)
+    except ValueError as exc:
+        raise InvalidInput(f"not a valid IRI: {iri!r} ({exc})") from None
     if iri.startswith(MESSAGE_IRI_PREFIX):  # the bus's kept messages are immutable nodes, not lines
         raise InvalidInput(f"{iri!r} is a published message (read it with messages()), not a line")
     if iri.startswith(ARCHIVE_PREFIX):  # L1's archived turns and sessions are immutable L0 nodes, not lines
@@ -72,8 +82,11 @@ def _check_iri(iri: object) -> str:
 def _check_tags(tags: Iterable[str] | None) -> list[str]:
     if tags is None:
         return []
-    if isinstance(tags, str) or not all(isinstance(t, str) and t for t in tags):
-        raise InvalidInput(f"tags are a list of non-empty strings, not {tags!r}")
+    # L0's label rule (no control characters, no lone surrogates): a tag L0
+    # would refuse at write-down must be refused here, before the write is
+    # acknowledged, or the line could never be written down (fuzzing found it).
+    if isinstance(tags, str) or not all(is_valid_label(t) for t in tags):
+        raise InvalidInput(f"tags are a list of non-empty strings without control characters, not {tags!r}")
     return sorted(set(tags))
 
 
@@ -83,19 +96,71 @@ def _check_topic(topic: object) -> str:
     return topic
 
 
+#: Deepest nesting of objects and lists a value may have. Every layer walks
+#: values recursively (the cache's private copy, msgpack, JSON-LD, framing,
+#: indexing) and Python's recursion limit is ~1,000 frames: a value ~500 deep
+#: crashed the agent's cache actor (fuzzing found it). 100 is far beyond any
+#: real node and leaves every layer room.
+MAX_VALUE_DEPTH = 100
+
+
+def _depth_exceeds(value: object, limit: int) -> bool:
+    """Whether ``value`` nests dicts/lists deeper than ``limit`` (iterative: no recursion to blow)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def _check_object(value: object, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidInput(f"{what} must be a JSON object, not {type(value).__name__}")
+    if _depth_exceeds(value, MAX_VALUE_DEPTH):
+        raise InvalidInput(f"{what} nests objects and lists deeper than {MAX_VALUE_DEPTH} levels")
     try:
         json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInput(f"{what} is not JSON-serialisable: {exc}") from exc
     try:
         # Values travel and are stored as msgpack: integers must fit in 64 bits.
         msgpack.packb(value, use_bin_type=True)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise InvalidInput(f"{what} cannot be stored (integers must fit in 64 bits): {exc}") from exc
+        raise InvalidInput(f"{what} cannot be stored (integers must fit in 64 bits, text must be valid UTF-8): {exc}") from exc
     return value
+
+
+def _check_storable(iri: str, value: dict[str, Any], max_bytes: int) -> None:
+    """Refuse a line value L0 would refuse when it is written down.
+
+    A write-back write is acknowledged long before L0 sees it; if L0 then
+    refused the value (a top-level ``@id`` naming another node, a node over
+    ``l0.max_node_bytes``), the flush, the task completion and the clean close
+    would fail on it for ever, and a write-through write would never be
+    acknowledged (fuzzing found both). So L0's rules are checked here, first.
+    """
+    if "@id" in value and value["@id"] != iri:
+        raise InvalidInput(
+            f"a line's top-level @id must be the line's own IRI {iri!r} (or absent), not {value['@id']!r}",
+            path=("value", "@id"),
+        )
+    try:
+        size = len(canonical(value))
+    except JSON_ERRORS as exc:
+        raise InvalidInput(f"a line's value is not JSON L0 can store: {exc}", path=("value",)) from exc
+    if size > max_bytes:
+        raise InvalidInput(
+            f"a line's value is {size} bytes of JSON; the limit (l0.max_node_bytes) is {max_bytes}",
+            path=("value",),
+        )
 
 
 class Agent:
@@ -122,6 +187,10 @@ class Agent:
         #: read() answers a hit without a future; a recording handle turns this
         #: off so every read goes through submit_read (scenario/_record.py)
         self._direct_hits = True
+        #: this agent's read counters for stats() (gliding_actors/metrics/_counters.py);
+        #: the hit path touches only ``_tallies``, this handle's own map
+        self._counters = system.counters.agent(agent_id)
+        self._tallies = self._counters.tallies
 
     @property
     def id(self) -> str:
@@ -166,12 +235,22 @@ class Agent:
         against this handle's own ops in flight (a read must not overtake
         them), and a private copy of the value.
         """
+        if type(iri) is not str:  # a list or dict cannot be looked up; the caller's check refuses it
+            return None
         hit = self._view.get(iri)
         if hit is None or iri in self._in_flight:
             return None
         if self._graph_map.get(iri, self._default_graph) not in self._readable:
             self._check_may_read(iri)  # the first hit in a graph asks the matrix; may raise
         state, packed, version = hit
+        try:  # stats(): one more lookup, in this handle's own map, no lock (metrics/_counters.py)
+            tally = self._tallies[iri]
+            if tally.packed is packed:
+                tally.hits += 1
+            else:
+                self._counters.hit_new_copy(iri, packed, version)
+        except KeyError:
+            self._counters.hit_new_copy(iri, packed, version)
         return {"value": unpack_value(packed), "version": version, "state": state, "messages": 0}
 
     def submit_read(self, iri: str) -> Future[ReadResult]:
@@ -181,7 +260,20 @@ class Agent:
             return CompletedFuture(hit)
         _check_iri(iri)
         self._check_may_read(iri)
-        return MappedFuture(self._line_op(iri, {"t": "load", "iri": iri}), self._read_answer)
+        counters, view = self._counters, self._view
+        started = counters.now()
+        loading = self._line_op(iri, {"t": "load", "iri": iri})
+
+        def counted(done: Future[Any]) -> None:  # stats(): a miss, its latency and the copy it brought
+            try:
+                result = done.get(0)
+            except Exception:  # noqa: BLE001 - a failed load is no read; its error goes to the caller
+                return
+            held = view.get(iri)
+            counters.load_done(iri, result, None if held is None else held[1], started)
+
+        loading.add_done_callback(counted)
+        return MappedFuture(loading, self._read_answer)
 
     def _read_answer(self, result: dict[str, Any]) -> ReadResult:
         """Check the graph the data really came from before handing it over.
@@ -289,6 +381,7 @@ class Agent:
         and build the cache request; raises before anything is sent."""
         checked_iri = _check_iri(iri)
         checked_value = _check_object(value, "a line's value")
+        _check_storable(checked_iri, checked_value, self._system.config.l0.max_node_bytes)
         checked_graph = _check_graph(graph)
         self._check_jsonld(checked_iri, checked_value)
         # The request always names the graph the line will be in, so a rewrite
@@ -381,6 +474,7 @@ class Agent:
         if not isinstance(sparql, str) or not sparql.strip():
             raise InvalidInput("a SPARQL query is a non-empty string")
         system = self._system
+        system.graph.check_query(sparql, bindings)  # before the recall: a refused query moves nothing
         role = self._role
 
         def run(_moved: int) -> dict[str, Any]:

@@ -42,6 +42,7 @@ it; what came before is read back from the **history**:
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +54,7 @@ from gliding_actors.runtime import Context
 if TYPE_CHECKING:
     from gliding_actors.l2._graph import GraphStore
 
-__all__ = ["BUS_ACTOR", "HISTORY_GRAPH", "MESSAGE_IRI_PREFIX", "MemoryBus", "message_iri"]
+__all__ = ["BUS_ACTOR", "HISTORY_GRAPH", "MESSAGE_IRI_PREFIX", "BusState", "MemoryBus", "message_iri"]
 
 BUS_ACTOR = "bus"
 """The registered name of the bus actor in a :class:`~gliding_actors.MemorySystem`."""
@@ -77,6 +78,24 @@ def _private_copy(value: Any) -> Any:
         raise InvalidInput(f"a published message must be plain data: {exc}") from None
 
 
+@dataclasses.dataclass
+class BusState:
+    """What the bus knows that its actor must not forget when it crashes.
+
+    The :class:`~gliding_actors.MemorySystem` keeps one and hands it to every
+    :class:`MemoryBus` its supervisor builds, as a directory's home outlives
+    the directory actor: a crash is an exception in the bus's code, not the
+    loss of the process, so subscriptions, undrained mailboxes and the ``seq``
+    counter carry over. It is memory: a process crash loses it (docs/RELIABILITY.md).
+    """
+
+    #: topic -> subscriber -> mode ("mailbox" | "push"), in subscription order
+    subscribers: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    mailboxes: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    #: the last seq handed out
+    seq: int = 0
+
+
 def _topic(message: dict[str, Any]) -> str:
     topic = message.get("topic")
     if not isinstance(topic, str) or not topic:
@@ -98,19 +117,46 @@ class MemoryBus:
     go; a bus without one keeps no history (``keep`` is ignored). A bus built
     over a graph that already holds messages (its actor restarted) rebuilds its
     index from them and numbers on from the last one.
+
+    ``state`` (a :class:`BusState`) is where subscriptions, mailboxes and
+    ``seq`` live; a bus rebuilt by its supervisor over the same state serves
+    on where the crashed one stopped. Rebuilding checks it against the graph:
+    ``seq`` is raised to the newest kept message (a crash between writing a
+    message node and counting it cannot make a seq be used twice), every
+    mailbox subscriber has a mailbox; ``recovery_notes`` says what was found.
+    A publish whose handler crashed may have reached some subscribers and not
+    others (its caller got ``ActorCrashed``); it never reuses a seq.
     """
 
-    def __init__(self, graph: GraphStore | None = None, graph_lock: threading.Lock | None = None) -> None:
-        #: topic -> subscriber -> mode ("mailbox" | "push"), in subscription order
-        self._subscribers: dict[str, dict[str, str]] = {}
-        self._mailboxes: dict[str, list[dict[str, Any]]] = {}
-        self._seq = 0
+    def __init__(
+        self,
+        graph: GraphStore | None = None,
+        graph_lock: threading.Lock | None = None,
+        state: BusState | None = None,
+    ) -> None:
+        rebuilt = state is not None and (state.seq > 0 or bool(state.subscribers))
+        self.state = state if state is not None else BusState()
+        self._subscribers = self.state.subscribers
+        self._mailboxes = self.state.mailboxes
         self._graph = graph
         self._graph_lock = graph_lock if graph_lock is not None else threading.Lock()
         #: topic -> seqs of its kept messages, ascending
         self._history: dict[str, list[int]] = {}
         if graph is not None:
             self._recover(graph)
+        for subscribers in self._subscribers.values():
+            for subscriber, mode in subscribers.items():
+                if mode == "mailbox":
+                    self._mailboxes.setdefault(subscriber, [])
+        #: what this build found in the state it took over (the supervisor's ping reports it)
+        self.recovery_notes: list[str] = []
+        if rebuilt:
+            waiting = sum(len(box) for box in self._mailboxes.values())
+            kept = sum(len(seqs) for seqs in self._history.values())
+            self.recovery_notes.append(
+                f"bus: seq {self.state.seq}, {sum(len(s) for s in self._subscribers.values())} subscriptions,"
+                f" {waiting} events waiting in {len(self._mailboxes)} mailboxes, {kept} kept messages re-indexed"
+            )
 
     def _recover(self, graph: GraphStore) -> None:
         with self._graph_lock:
@@ -120,7 +166,7 @@ class MemoryBus:
                 continue
             seq = int(node.value["seq"])
             self._history.setdefault(str(node.value["topic"]), []).append(seq)
-            self._seq = max(self._seq, seq)
+            self.state.seq = max(self.state.seq, seq)
         for seqs in self._history.values():
             seqs.sort()
 
@@ -168,10 +214,10 @@ class MemoryBus:
         publisher = message.get("publisher")
         if publisher is not None and not isinstance(publisher, str):
             raise InvalidInput(f"a publisher is an agent id or null, not {publisher!r}")
-        seq = self._seq + 1
+        seq = self.state.seq + 1
         if keep and self._graph is not None:
             self._keep(self._graph, seq, topic, publisher, ctx.clock.now(), body)  # raises having written nothing
-        self._seq = seq
+        self.state.seq = seq
         event = {
             "type": "bus.event",
             "topic": topic,
@@ -185,7 +231,7 @@ class MemoryBus:
                 ctx.send(subscriber, event)
             else:
                 self._mailboxes[subscriber].append(event)
-        return {"seq": self._seq, "delivered": len(subscribers)}
+        return {"seq": seq, "delivered": len(subscribers)}
 
     # -- history -----------------------------------------------------------------
     def _keep(

@@ -13,6 +13,7 @@ some code reads it; the docstring of each section says which.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -44,10 +45,20 @@ def _range(lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeConfig:
-    """How the actor runtime waits. Read by :mod:`gliding_actors.runtime`."""
+    """How the actor runtime waits, and how often a crashed actor may restart.
 
-    #: Default timeout, in seconds, of every wait outside the actor system.
-    ask_timeout_s: float = dataclasses.field(default=10.0, metadata=_range(0.0))
+    Read by :mod:`gliding_actors.runtime` and the system's supervisor."""
+
+    #: Default timeout, in seconds, of every wait outside the actor system (at most
+    #: 1e9 s: a longer one overflows the platform's lock timeout, found by fuzzing).
+    ask_timeout_s: float = dataclasses.field(default=10.0, metadata=_range(0.0, 1e9))
+    #: Restart intensity (read by :class:`gliding_actors._supervision.Supervision`):
+    #: an actor that crashes more than ``max_restarts`` times within
+    #: ``restart_window_s`` seconds of the injected clock is stopped for good
+    #: (callers then get ``ActorUnavailable`` at once). 0 restarts: the first
+    #: crash stops it.
+    max_restarts: int = dataclasses.field(default=10, metadata=_range(0))
+    restart_window_s: float = dataclasses.field(default=10.0, metadata=_range(0.001))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -390,7 +401,12 @@ def _coerce(hint: Any, raw: Any, path: tuple[str, ...], bounds: tuple[float | No
     elif hint is float:
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
             raise ConfigError(f"{where} must be a number, not {raw!r}", path=path)
-        value = float(raw)
+        try:
+            value = float(raw)
+        except OverflowError:  # an int beyond a float (fuzzing found it)
+            raise ConfigError(f"{where} = {raw!r} is too large for a number", path=path) from None
+        if not math.isfinite(value):  # NaN passes every range check; infinity overflows timeouts
+            raise ConfigError(f"{where} must be a finite number, not {raw!r}", path=path)
     elif hint is str:
         if not isinstance(raw, str):
             raise ConfigError(f"{where} must be a string, not {raw!r}", path=path)

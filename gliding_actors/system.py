@@ -24,8 +24,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from gliding_actors._supervision import SUPERVISOR_ACTOR, Supervision, SupervisorActor
 from gliding_actors.agent import ROLES, Agent
-from gliding_actors.bus import BUS_ACTOR, MemoryBus
+from gliding_actors.bus import BUS_ACTOR, BusState, MemoryBus
 from gliding_actors.clock import Clock, VirtualClock
 from gliding_actors.coherence._cache import CacheController
 from gliding_actors.coherence._home import DEFAULT_GRAPH, L2Stats, LayeredHome
@@ -39,15 +40,17 @@ from gliding_actors.coherence._hosting import (
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.config import Config
 from gliding_actors.errors import ActorCrashed, ActorUnavailable, InvalidInput
-from gliding_actors.hyperspace._service import HyperspaceService
-from gliding_actors.context._service import ContextService
+from gliding_actors.hyperspace._service import HYPERSPACE_ACTOR, HyperspaceService
+from gliding_actors.context._service import PREFETCH_ACTOR, SCHEDULER_ACTOR, ContextService
 from gliding_actors.l0 import L0Store
-from gliding_actors.l1 import is_archive_iri, start_session
-from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor
+from gliding_actors.l1 import is_archive_iri, session_actor_name, start_session
+from gliding_actors.l1._tokens import get_counter
+from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor, BlackboardState
 from gliding_actors.l2._graph import GraphStore
 from gliding_actors.l2._permissions import PermissionMatrix
 from gliding_actors.l2._registry import LineGraphs
-from gliding_actors.l3 import ProjectionService
+from gliding_actors.l3 import VIEWS_ACTOR, ProjectionService
+from gliding_actors.metrics._counters import SystemCounters
 from gliding_actors.runtime import Future, GatheredFuture, Runtime, Simulator, ThreadsRuntime, create_runtime
 
 if TYPE_CHECKING:
@@ -85,21 +88,35 @@ class MemorySystem:
             self.graph.put_node(entry.iri, entry.content, entry.named_graph or DEFAULT_GRAPH, entry.version)
             self.line_graphs.record(entry.iri, entry.named_graph or DEFAULT_GRAPH, entry.version)
         self.board = SnapshotBoard()
+        #: the counters behind stats() (gliding_actors/metrics); tokens in the context layer's counter
+        self.counters = SystemCounters(get_counter(config.context.counter))
         self.directories = tuple(f"dir:{i}" for i in range(config.coherence.directory_shards))
         #: each shard's home, kept across restarts of its directory actor
         self._homes: dict[str, LayeredHome] = {}
+        #: the supervisor's record and restart policy (docs/RELIABILITY.md, "Supervision")
+        self._supervision = Supervision(
+            runtime.clock, max_restarts=config.runtime.max_restarts, window_s=config.runtime.restart_window_s
+        )
         try:
-            runtime.spawn(BUS_ACTOR, lambda: MemoryBus(self.graph, self._graph_lock))
+            self.spawn_supervised(SUPERVISOR_ACTOR, lambda: SupervisorActor(self._supervision))
+            # The bus's and the blackboard's state outlive their actors, as a directory's home does.
+            bus_state = BusState()
+            self.spawn_supervised(BUS_ACTOR, lambda: MemoryBus(self.graph, self._graph_lock, bus_state))
             agents_config = config.agents
-            runtime.spawn(
+            #: the blackboard's tasks, agents and locks (outlive its actor; stats() reads them)
+            board_state = self.board_state = BlackboardState.new(
+                heartbeat_timeout_s=agents_config.heartbeat_timeout_s, lock_lease_s=agents_config.lock_lease_s
+            )
+            self.spawn_supervised(
                 BLACKBOARD_ACTOR,
                 lambda: BlackboardActor(
                     heartbeat_timeout_s=agents_config.heartbeat_timeout_s,
                     lock_lease_s=agents_config.lock_lease_s,
+                    state=board_state,
                 ),
             )
             for name in self.directories:
-                runtime.spawn(name, self._directory_factory(name), restart=True)
+                self.spawn_supervised(name, self._directory_factory(name))
             #: L3: projections (frames, views, the worker pool); docs/L3.md
             self.l3 = ProjectionService.start(self)
             #: Hyperspace: embeddings and hybrid search, fed by line.changed; docs/HYPERSPACE.md
@@ -242,7 +259,7 @@ class MemorySystem:
             nonlocal built
             built += 1
             caches = None if built == 1 else tuple(cache_name(a) for a in sorted(self.agents()))
-            return DirectoryActor(name, home, recover_from=caches)
+            return DirectoryActor(name, home, recover_from=caches, tally=self.counters.actor(name))
 
         return build
 
@@ -258,13 +275,31 @@ class MemorySystem:
             built += 1
             board.clear(agent_id)
             controller = CacheController(
-                name, self.directory_for, coherence.cache_lines, coherence.critical_tags
+                name, self.directory_for, coherence.cache_lines, coherence.critical_tags, incarnation=built - 1
             )
             # Rebuilt after a crash: the directories must first forget its old copies.
             reclaim = self.directories if built > 1 else ()
-            return CacheActor(agent_id, controller, board, reclaim_from=reclaim)
+            return CacheActor(agent_id, controller, board, reclaim_from=reclaim, tally=self.counters.actor(name))
 
-        self._runtime.spawn(name, build, restart=True)
+        self.spawn_supervised(name, build)
+
+    def spawn_supervised(self, name: str, factory: Callable[[], Any]) -> None:
+        """Spawn one of the system's actors under the supervisor.
+
+        Every actor the system runs is spawned here: rebuilt from ``factory``
+        after a crash while the restart intensity allows it
+        (``runtime.max_restarts`` within ``runtime.restart_window_s``), stopped
+        for good after that; the supervisor (itself included) is told of each
+        crash. See :mod:`gliding_actors._supervision`.
+        """
+        self._runtime.spawn(
+            name, self._supervision.supervise(name, factory), supervisor=SUPERVISOR_ACTOR, restart=True
+        )
+
+    def supervision(self) -> dict[str, Any]:
+        """The supervisor's record: totals (``crashes``, ``restarts``, ``stopped``)
+        and per actor ``{crashes, restarts, last_error, last_crash_at, status}``."""
+        return self._supervision.summary()
 
     def directory_for(self, iri: str) -> str:
         """The directory shard that is home of ``iri``."""
@@ -299,6 +334,18 @@ class MemorySystem:
         if entry is None:
             return None
         return entry.content, entry.version, list(entry.tags), entry.named_graph or DEFAULT_GRAPH
+
+    def stats(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """Per-layer figures to watch in production: hit rates, miss latencies, messages, tokens saved.
+
+        A plain dict (docs/METRICS.md lists every key); the Prometheus
+        exporter (``gliding_actors.metrics.serve``) reads it on each scrape.
+        Counting costs the hot path nothing it did not have: a read hit is
+        still one board lookup, with one more lookup in the handle's own map.
+        """
+        from gliding_actors.metrics._stats import collect
+
+        return collect(self, timeout=timeout)
 
     def l2_stats(self) -> dict[str, L2Stats]:
         """Each directory shard's L2 node map: capacity, size and counters (``LayeredHome.stats``)."""
@@ -378,9 +425,11 @@ class MemorySystem:
             if isinstance(iris, str):
                 raise InvalidInput("flush: iris is a list of IRIs, not one string")
             scope = {}
-            for iri in sorted(set(iris)):
+            listed = list(iris)
+            for iri in listed:  # checked before set(): a dict or list is unhashable (fuzzing found it)
                 if not isinstance(iri, str) or not iri:
                     raise InvalidInput(f"flush: an IRI is a non-empty string, not {iri!r}")
+            for iri in sorted(set(listed)):
                 shard = scope.setdefault(self.directory_for(iri), [])
                 assert shard is not None
                 shard.append(iri)
@@ -408,8 +457,12 @@ class MemorySystem:
         """Crash one actor on purpose and wait until the system serves again.
 
         For tests and scenario replay (op ``crash``). Messages in flight are
-        delivered first, so the crash falls between protocol transactions;
-        crashes in the middle of one are the fault-injection work of issue 11.
+        delivered first, so the crash falls between protocol transactions.
+        The protocol also recovers from a crash in the middle of one (a
+        reborn cache answers what was sent to its dead self; a rebuilt
+        directory places copies caught mid-transaction); the simulator's
+        fault injector exercises that (``gliding_actors.reliability._faults``,
+        docs/COHERENCE.md "Crashes").
 
         * ``agent:ID``: the agent's cache crashes and restarts empty; every
           directory forgets its copies, so the last version home holds comes
@@ -419,9 +472,17 @@ class MemorySystem:
           crashes and rebuilds its sharers and owners from the agent caches
           before serving again; home (L2) and the caches keep every value, so
           nothing is lost. Returns ``{"lost": [], "notes": [...]}``.
+        * ``bus``, ``blackboard``, ``l1:ID`` (the agent's session actor),
+          ``l3`` (every worker and the views actor), ``hyperspace``,
+          ``context`` (scheduler and prefetcher), ``supervisor``: an
+          ``InjectedCrash`` inside the actor; its supervisor rebuilds it over
+          the state that outlives it (docs/RELIABILITY.md, "Supervision").
+          Returns ``{"lost": [], "notes": [...]}``, the notes being what each
+          rebuilt actor checked or repaired, or ``"NAME: stopped (...)"`` when
+          the restart intensity was exceeded and it stays down.
 
-        A whole process is :meth:`crash_process`. Other targets are
-        ``InvalidInput`` and change nothing.
+        A whole process is :meth:`crash_process`. Other targets (``l0``,
+        ``l2``: stores, not actors) are ``InvalidInput`` and change nothing.
         """
         if self._closed:
             raise ActorUnavailable("the memory system is closed")
@@ -437,10 +498,7 @@ class MemorySystem:
         elif target in self.directories:
             victims = [target]
         else:
-            raise InvalidInput(
-                f"crash target {target!r}: this build crashes 'agent:ID', 'directory' or one of "
-                f"{', '.join(self.directories)} here, and a whole process with crash_process()"
-            )
+            victims = self._component_victims(target)  # InvalidInput for an unknown target
         wait = self._runtime.ask_timeout_s if timeout is None else timeout
         self.quiesce(wait)
         lost: list[str] = []
@@ -449,9 +507,10 @@ class MemorySystem:
             lost = sorted(
                 iri for iri, (state, _value, version) in view.items() if state == "M" and version > self._home_version(iri)
             )
+        coherent = target.startswith("agent:") or target == "directory" or target in self.directories
         for name in victims:
-            try:
-                self._runtime.lookup(name).ask({"t": "crash"}).get(wait)
+            try:  # caches and directories crash in their own handler, the others in the supervisor's shell
+                self._runtime.lookup(name).ask({"t": "crash"} if coherent else {"t": "supervision.crash"}).get(wait)
             except ActorCrashed:
                 pass  # what we asked for
         self.quiesce(wait)
@@ -459,9 +518,36 @@ class MemorySystem:
             self._forget_lost_version(iri)
         notes: list[str] = []
         for name in victims:
-            if name in self.directories:
-                notes += self._runtime.lookup(name).ask({"t": "ready"}).get(wait)["notes"]
+            ready = {"t": "ready"} if name in self.directories else {"t": "supervision.ping"}
+            try:
+                notes += self._runtime.lookup(name).ask(ready).get(wait)["notes"]
+            except ActorUnavailable:  # the restart intensity was exceeded: it stays stopped
+                notes.append(f"{name}: stopped ({self.supervision()['actors'][name]['last_error']})")
         return {"lost": lost, "notes": notes}
+
+    def _component_victims(self, target: str) -> list[str]:
+        """The actors crash target ``target`` names (besides caches and directories)."""
+        if target.startswith("l1:"):
+            agent_id = target.removeprefix("l1:")
+            if agent_id not in self.agents():
+                raise InvalidInput(f"crash: no agent {agent_id!r} (agents: {', '.join(sorted(self.agents()))})")
+            return [session_actor_name(agent_id)]
+        named = {
+            "bus": [BUS_ACTOR],
+            "blackboard": [BLACKBOARD_ACTOR],
+            "l3": [*self.l3.workers, VIEWS_ACTOR],
+            "hyperspace": [HYPERSPACE_ACTOR],
+            "context": [SCHEDULER_ACTOR, PREFETCH_ACTOR],
+            "supervisor": [SUPERVISOR_ACTOR],
+        }
+        victims = named.get(target)
+        if victims is None:
+            raise InvalidInput(
+                f"crash target {target!r}: this build crashes 'agent:ID', 'l1:ID', 'directory', one of "
+                f"{', '.join(self.directories)}, {', '.join(repr(n) for n in named)} here, "
+                "and a whole process with crash_process() ('l0' and 'l2' are stores, not actors: they die with the process)"
+            )
+        return victims
 
     def _forget_lost_version(self, iri: str) -> None:
         with self._graph_lock:
@@ -475,7 +561,7 @@ class MemorySystem:
         else:
             self.line_graphs.reset(iri, None, 0)
 
-    def crash_process(self, *, timeout: float | None = None) -> MemorySystem:
+    def crash_process(self, *, timeout: float | None = None, quiesce: bool = True) -> MemorySystem:
         """Simulate the death of the whole process; return the memory reopened from L0.
 
         Nothing is flushed: every actor stops with its volatile state (agent
@@ -486,11 +572,20 @@ class MemorySystem:
         flushed lines survive; write-back data that never reached L0 is lost,
         and ``lost_in_crash`` on the new system lists those IRIs. Agents must
         be asked for again (:meth:`agent`); this handle is closed.
+
+        ``quiesce=False`` kills it mid-run, as a real crash would: messages in
+        flight die with the process and ops waiting on them fail with
+        ``ActorUnavailable``. ``lost_in_crash`` then lists what the caches
+        and home held newer than L0 at that instant; a write-back whose data
+        was in a message is not in it. The promise that holds either way is
+        the durability contract (docs/RELIABILITY.md): every completed
+        write-through write and every line of a completed flush is in L0.
         """
         if self._closed:
             raise ActorUnavailable("the memory system is closed")
         wait = self._runtime.ask_timeout_s if timeout is None else timeout
-        self.quiesce(wait)
+        if quiesce:
+            self.quiesce(wait)
         newest: dict[str, int] = {}
         for view in self.board.holders().values():
             for iri, (state, _value, version) in view.items():

@@ -24,6 +24,7 @@ SUITES: dict[str, str] = {
     "l3": "gliding_actors.bench._l3",
     "hyperspace": "gliding_actors.bench._hyperspace",
     "context": "gliding_actors.bench._context",
+    "tokens": "gliding_actors.bench._tokens",
 }
 
 

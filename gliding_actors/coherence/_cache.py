@@ -122,6 +122,10 @@ class CacheController:
     as lines settle, so at quiescence a cache never holds more than ``capacity``.
     ``critical_tags``: a write carrying any of them is write-through.
 
+    ``incarnation`` counts the cache's lives (0 for the first, +1 per crash and
+    restart): its requests carry it and an answer from another cache naming
+    another life is dropped (see :func:`~gliding_actors.coherence._messages.with_inc`).
+
     ``_bugs`` is for the mutation tests only (see ``CACHE_BUGS``).
     """
 
@@ -132,6 +136,7 @@ class CacheController:
         capacity: int,
         critical_tags: Iterable[str] = frozenset(),
         *,
+        incarnation: int = 0,
         _bugs: frozenset[str] = frozenset(),
     ) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
@@ -149,6 +154,7 @@ class CacheController:
         self.capacity = capacity
         self.critical_tags = frozenset(critical_tags)
         self._bugs = frozenset(_bugs)
+        self.incarnation = incarnation
         self._lines: dict[str, _Line] = {}
         self._tick = 0
 
@@ -173,6 +179,11 @@ class CacheController:
         iri = msg.get("iri")
         if kind not in m.PROTOCOL_KINDS or not isinstance(iri, str):
             raise ProtocolError(f"{self.agent}: not a protocol message for a cache: {msg!r}")
+        if kind in (m.DATA, m.INV_ACK) and m.inc_of(msg) != self.incarnation:
+            # An answer to a request of a previous life of this cache (it
+            # crashed mid-transaction): nobody waits for it here. Data home
+            # (to a directory) never reaches a cache, so this is all Data.
+            return out
         line = self._line(iri)
         if kind in _REQUESTS and (line.deferred or kind in self._stalls(line.state)):
             # Behind an earlier deferred request (keep the directory's order) or
@@ -214,6 +225,21 @@ class CacheController:
     def home_of(self, iri: str) -> str:
         """The directory that is home of ``iri`` (answers a restarted directory's census)."""
         return self._dir(iri)
+
+    def deferred(self, iri: str) -> list[tuple[str, str]]:
+        """``(kind, requester)`` of the forwards and Invs waiting on ``iri``, in order.
+
+        A restarted directory's census needs them: a cache that still owes a
+        Fwd-GetM (or an Inv-Ack) is on its way out of the line, not its owner.
+        """
+        line = self._lines.get(iri)
+        if line is None:
+            return []
+        return [(str(msg["t"]), str(msg.get("req"))) for _src, msg in line.deferred]
+
+    def has_deferred(self) -> bool:
+        """True if any line holds a forward or Inv it has not served yet."""
+        return any(line.deferred for line in self._lines.values())
 
     def pending(self, iri: str) -> int:
         """Client ops queued on ``iri`` (the head one may be in flight)."""
@@ -435,7 +461,7 @@ class CacheController:
         line.busy = True
         line.acks_needed, line.acks_got = None, 0
         msg = m.get_s(iri, self.agent) if kind == m.GET_S else m.get_m(iri, self.agent)
-        out.append((self._dir(iri), msg))
+        out.append((self._dir(iri), m.with_inc(msg, self.incarnation)))
         line.state = nxt
 
     def _make_room(self, iri: str, line: _Line, out: Out) -> None:
@@ -544,7 +570,7 @@ class CacheController:
         elif kind == m.INV:
             if st in (S, SM_AD, SI_A):
                 if not (st == SI_A and "no_ack_after_puts" in self._bugs):
-                    out.append((msg["req"], m.inv_ack(iri, self.agent)))
+                    out.append((msg["req"], m.with_inc(m.inv_ack(iri, self.agent), m.inc_of(msg))))
                 line.clear_data()
                 line.state = {S: I, SM_AD: IM_AD, SI_A: II_A}[st]
                 return
@@ -558,6 +584,7 @@ class CacheController:
                 reply = m.data(
                     iri, self.agent, line.value, line.version, line.meta, acks=0, excl=False, n=msg["n"] + copies
                 )
+                m.with_inc(reply, m.inc_of(msg))
                 out.append((req, reply))
                 if req != home:
                     out.append((home, dict(reply)))  # the same Data, a message of its own
@@ -571,15 +598,18 @@ class CacheController:
                 out.append(
                     (
                         msg["req"],
-                        m.data(
-                            iri,
-                            self.agent,
-                            line.value,
-                            line.version,
-                            line.meta,
-                            acks=0,
-                            excl=False,
-                            n=msg["n"] + 1,
+                        m.with_inc(
+                            m.data(
+                                iri,
+                                self.agent,
+                                line.value,
+                                line.version,
+                                line.meta,
+                                acks=0,
+                                excl=False,
+                                n=msg["n"] + 1,
+                            ),
+                            m.inc_of(msg),
                         ),
                     )
                 )

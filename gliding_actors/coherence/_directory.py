@@ -123,6 +123,9 @@ class _DirLine:
     sharers: set[str] = dataclasses.field(default_factory=set)
     #: In S_D: the old owner whose Data we wait for.
     fwd_from: str | None = None
+    #: In S_D: the incarnation the requester's GetS carried (0 for a first life),
+    #: for the Data home sends it if the old owner dies (see ``reclaim``).
+    fwd_inc: int = 0
     deferred: deque[tuple[str, Msg]] = dataclasses.field(default_factory=deque)
 
 
@@ -151,6 +154,11 @@ class DirectoryController:
         self._bugs = frozenset(_bugs)
         self._lines: dict[str, _DirLine] = {}
         self._recalls: list[_Recall] = []
+        #: ``(iri, version)`` each time recovery served a line from home in place
+        #: of a dead cache's copy: writes newer than ``version`` died with it.
+        #: Appended only by :meth:`reclaim` and :meth:`orphaned`; whoever keeps
+        #: the record of completed writes reads it (and may clear it).
+        self.fallbacks: list[tuple[str, int]] = []
 
     # -- public surface -----------------------------------------------------
     def handle(self, src: str, msg: Msg) -> list[tuple[str, Msg]]:
@@ -196,6 +204,7 @@ class DirectoryController:
                 sorted(ln.sharers),
                 ln.fwd_from,
                 [[s, d] for s, d in ln.deferred],
+                *([ln.fwd_inc] if ln.fwd_inc else []),
             ]
             for iri, ln in sorted(self._lines.items())
         ]
@@ -209,11 +218,16 @@ class DirectoryController:
         if snap["name"] != self.name:
             raise ValueError(f"snapshot of {snap['name']!r} restored into {self.name!r}")
         self._lines = {}
-        for iri, state, owner, sharers, fwd_from, deferred in snap["lines"]:
+        for iri, state, owner, sharers, fwd_from, deferred, *fwd_inc in snap["lines"]:
             if state not in DIR_STATES:
                 raise ValueError(f"unknown directory state {state!r}")
             self._lines[iri] = _DirLine(
-                state, owner, set(sharers), fwd_from, deque((s, d) for s, d in deferred)
+                state,
+                owner,
+                set(sharers),
+                fwd_from,
+                fwd_inc[0] if fwd_inc else 0,
+                deque((s, d) for s, d in deferred),
             )
         self._recalls = [
             _Recall(src, rid, set(p), list(f), n) for src, rid, p, f, n in snap["recalls"]
@@ -229,10 +243,20 @@ class DirectoryController:
         line waiting in S_D for the Data this cache will never send is
         answered from home instead: that Data would have been the lost version.
 
-        Exact when the crash happened between protocol transactions (what the
-        scenario op ``crash`` does). A crash in the middle of one can leave a
-        requester waiting for a forward the dead cache never served; recovering
-        from that is the fault-injection work of docs/RELIABILITY.md.
+        Also exact in the middle of a transaction, with the cache's host doing
+        its part (``CacheActor``): the reborn cache answers the forwards and
+        Invs its dead self never got (Inv-Ack; a Fwd-GetM becomes a ``Nack``,
+        see :meth:`orphaned`; a Fwd-GetS is answered here, from home) and drops
+        answers to its dead self's requests (``Reclaim-Ack`` and incarnations).
+        Each line served from home in place of the dead copy is appended to
+        :attr:`fallbacks`. Not recovered: (a) forwards and Invs the cache had
+        *deferred* when it died (it was itself mid-transaction on that line):
+        their requester keeps waiting; (b) a cache that died waiting for a
+        GetM's Data or Inv-Acks: the line is freed here at once while other
+        caches may still be giving it up (an Inv or Fwd-GetM to them in flight
+        or deferred), so a new owner could meet a copy not yet surrendered.
+        The fault injector (``gliding_actors.reliability._faults``) crashes a
+        cache only outside (a) and (b).
         """
         out: Out = []
         for iri in sorted(self._lines):
@@ -240,6 +264,7 @@ class DirectoryController:
             line.deferred = deque((s, d) for s, d in line.deferred if s != cache)
             if line.state == D_EM and line.owner == cache:
                 line.owner, line.state = None, D_I
+                self.fallbacks.append((iri, self.home.load(iri)[1]))
             elif line.state == D_S:
                 line.sharers.discard(cache)
                 if not line.sharers:
@@ -248,29 +273,87 @@ class DirectoryController:
                 line.sharers.discard(cache)
                 if line.fwd_from == cache:
                     line.fwd_from = None
+                    self.fallbacks.append((iri, self.home.load(iri)[1]))
                     for sharer in sorted(line.sharers):
                         if sharer != self.name:
-                            out.append((sharer, self._from_home(iri, acks=0, excl=False, n=2)))
+                            reply = self._from_home(iri, acks=0, excl=False, n=2)
+                            out.append((sharer, m.with_inc(reply, line.fwd_inc)))
                     line.sharers.discard(self.name)
+                    line.fwd_inc = 0
                     line.state = D_S if line.sharers else D_I
             self._settle(iri, line, out)
         return out
 
-    def rebuild(self, held: dict[str, dict[str, str]]) -> list[str]:
+    def orphaned(self, iri: str, req: str, inc: int = 0) -> list[tuple[str, Msg]]:
+        """A Fwd-GetM for ``req`` reached a cache reborn after a crash (its ``Nack``).
+
+        The dead owner's data is gone and ``req`` still waits for it (nobody
+        else will send it: the directory already made ``req`` the owner), so
+        answer it from home, as the owner would have (no Inv-Acks: the line
+        was exclusive). ``inc`` is the requester's incarnation from the
+        forward: if the requester died too, its next life drops this Data.
+        Recorded in :attr:`fallbacks`.
+        """
+        version = self.home.load(iri)[1]
+        self.fallbacks.append((iri, version))
+        return [(req, m.with_inc(self._from_home(iri, acks=0, excl=False, n=3), inc))]
+
+    def rebuild(
+        self,
+        held: dict[str, dict[str, str]],
+        *,
+        deferred: dict[str, dict[str, list[tuple[str, str]]]] | None = None,
+        coming: dict[str, set[str]] | None = None,
+        putting: dict[str, set[str]] | None = None,
+    ) -> list[str]:
         """Take the sharers and owner of every line from what the caches hold.
 
         ``held`` is ``{cache: {iri: state}}`` for the lines whose home is this
         directory, as each cache reported it. A cache in E or M (or evicting
         one: ``MI_A``/``EI_A``, whose Put is still on its way here) is the
-        owner; one in S (or ``SI_A``) a sharer. Returns one note per copy in
-        another transient state: those were mid-transaction when the
-        directory crashed and are not recovered here (see :meth:`reclaim`).
+        owner; one in S (or ``SI_A``) a sharer.
+
+        Without ``coming`` (a crash between transactions) a copy in another
+        transient state is returned as a note and not placed. With it, the
+        census also places copies caught mid-transaction. ``coming`` is
+        ``{cache: {iri}}``: the lines whose GetS / GetM from that cache
+        reached this directory before the cache's census answer, i.e. requests
+        the dead directory never saw (per-pair FIFO); any other request of a
+        waiting cache was processed and its answer is on its way from another
+        cache. ``deferred`` is ``{cache: {iri: [(kind, requester)]}}``: a
+        cache still owing a Fwd-GetM or an Inv-Ack is on its way out of the
+        line. So: a processed GetM (IM_AD, SM_AD, IM_A, SM_A) makes the owner,
+        a processed GetS (IS_D) a sharer, an upgrade still coming (SM_AD) keeps
+        its S copy, a cache in MW_A is the owner (its WT is still coming).
+
+        ``putting`` is ``{cache: {iri}}``: lines with a PutM / PutE / WT from
+        that cache still coming. A cache that reports such a line in I died after
+        sending it (a reborn cache holds nothing): it was the owner, so when
+        nobody else holds the line it is placed as owner and its Put, when it
+        is replayed, takes the data home instead of being dropped as stale.
+
+        Exact when the dead directory had no line in S_D (then no deferred
+        request and no recall either): those are lost with it. The fault
+        injector crashes a directory only then.
         """
         self._lines = {}
         self._recalls = []
         notes: list[str] = []
+        exact = coming is not None
         for cache in sorted(held):
             for iri, state in sorted(held[cache].items()):
+                if exact:
+                    owed = {kind for kind, _req in (deferred or {}).get(cache, {}).get(iri, [])}
+                    processed = iri not in (coming or {}).get(cache, set())
+                    if m.FWD_GET_S in owed:
+                        notes.append(f"{cache} holds {iri} in {state} owing a Fwd-GetS")
+                        continue
+                    if owed or state in ("I", "II_A") or (state in ("IS_D", "IM_AD") and not processed):
+                        continue  # on its way out, or not in the line yet
+                    if state in ("IM_AD", "SM_AD", "IM_A", "SM_A", "MW_A") and (processed or state != "SM_AD"):
+                        state = "M"  # the line is (about to be) its, exclusively
+                    elif state in ("IS_D", "SM_AD"):
+                        state = "S"  # a GetS answered by an owner's Data on its way, or an upgrade still coming
                 if state in ("E", "M", "MI_A", "EI_A"):
                     line = self._line(iri)
                     if line.owner is not None or line.sharers:
@@ -284,6 +367,11 @@ class DirectoryController:
                     line.state = D_S
                 elif state != "I":
                     notes.append(f"{cache} holds {iri} in transient state {state}")
+        for cache in sorted(putting or {}):
+            for iri in sorted((putting or {})[cache]):
+                if held.get(cache, {}).get(iri, "I") == "I" and iri not in self._lines:
+                    line = self._line(iri)
+                    line.owner, line.state = cache, D_EM
         return notes
 
     # -- internals ---------------------------------------------------------
@@ -359,13 +447,14 @@ class DirectoryController:
     def _dispatch(self, iri: str, line: _DirLine, src: str, msg: Msg, out: Out) -> None:
         kind = msg["t"]
         st = line.state
+        inc = m.inc_of(msg)
         if kind == m.GET_S:
             if st == D_I:
-                out.append((src, self._from_home(iri, acks=0, excl=True, n=2)))
+                out.append((src, m.with_inc(self._from_home(iri, acks=0, excl=True, n=2), inc)))
                 line.owner, line.state = src, D_EM
                 return
             if st == D_S:
-                out.append((src, self._from_home(iri, acks=0, excl=False, n=2)))
+                out.append((src, m.with_inc(self._from_home(iri, acks=0, excl=False, n=2), inc)))
                 line.sharers.add(src)
                 return
             if st == D_EM and line.owner != src:
@@ -375,29 +464,29 @@ class DirectoryController:
                     out.append((src, self._from_home(iri, acks=0, excl=False, n=2)))
                     line.sharers, line.owner, line.state = {owner, src}, None, D_S
                     return
-                out.append((owner, m.fwd_get_s(iri, self.name, src, 2)))
+                out.append((owner, m.with_inc(m.fwd_get_s(iri, self.name, src, 2), inc)))
                 line.sharers = {owner, src}
                 line.fwd_from, line.owner, line.state = owner, None, D_SD
+                line.fwd_inc = inc
                 return
         elif kind == m.GET_M:
             if st == D_I:
-                out.append((src, self._from_home(iri, acks=0, excl=False, n=2)))
+                out.append((src, m.with_inc(self._from_home(iri, acks=0, excl=False, n=2), inc)))
                 line.owner, line.state = src, D_EM
                 return
             if st == D_S:
                 others = sorted(line.sharers - {src})
-                out.append(
-                    (src, self._from_home(iri, acks=len(others), excl=False, n=2 + len(others)))
-                )
+                reply = self._from_home(iri, acks=len(others), excl=False, n=2 + len(others))
+                out.append((src, m.with_inc(reply, inc)))
                 for sharer in others:
-                    out.append((sharer, m.inv(iri, self.name, src)))
+                    out.append((sharer, m.with_inc(m.inv(iri, self.name, src), inc)))
                 line.sharers = set()
                 line.owner, line.state = src, D_EM
                 return
             if st == D_EM and line.owner != src:
                 owner = line.owner
                 assert owner is not None
-                out.append((owner, m.fwd_get_m(iri, self.name, src, 2)))
+                out.append((owner, m.with_inc(m.fwd_get_m(iri, self.name, src, 2), inc)))
                 line.owner = src
                 return
         elif kind == m.PUT_S:
@@ -430,7 +519,7 @@ class DirectoryController:
         elif kind == m.DATA:
             if st == D_SD and src == line.fwd_from:
                 self._take_home(iri, msg, durable=False)
-                line.fwd_from = None
+                line.fwd_from, line.fwd_inc = None, 0
                 line.state = D_S if line.sharers else D_I
                 return
         elif kind == m.WT:

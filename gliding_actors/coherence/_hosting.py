@@ -26,6 +26,7 @@ from gliding_actors.coherence._directory import DirectoryController
 from gliding_actors.coherence._home import LayeredHome
 from gliding_actors.coherence._messages import CLIENT, Msg, Value
 from gliding_actors.errors import ConflictError, GlidingError, InvalidInput
+from gliding_actors.metrics._counters import ActorTally
 from gliding_actors.runtime import DEFERRED, Context, ReplyToken
 
 #: Bus topic of every completed write or delete: ``{"iri", "version", "agent"}``.
@@ -141,8 +142,17 @@ class CacheActor:
     Recovery: a cache rebuilt after a crash (``reclaim_from`` names every
     directory shard) first sends each of them ``Reclaim``, before any request
     of its new life, so per-pair FIFO makes every directory forget the old
-    copies before it sees a new one. A restarted directory's ``Census`` is
-    answered with the lines this cache holds whose home it is.
+    copies before it sees a new one. Until a directory's ``Reclaim-Ack``
+    arrives, what that directory sends was meant for the dead cache (per-pair
+    FIFO again: it all comes before the ack): an Inv is acked to its requester
+    (the copy is gone anyway), a Fwd-GetM becomes a ``Nack`` (the directory
+    answers the waiting requester from home), a Fwd-GetS is dropped (the
+    Reclaim already made the directory answer from home), and Data, Put-Ack
+    and WT-Ack are dropped (they answer the dead cache's requests). Answers
+    from other caches to those requests carry the old incarnation and are
+    dropped by the controller. A restarted directory's ``Census`` is always
+    answered, with the lines this cache holds whose home it is and the
+    forwards and Invs it has deferred on them.
     """
 
     def __init__(
@@ -152,17 +162,23 @@ class CacheActor:
         board: SnapshotBoard,
         *,
         reclaim_from: tuple[str, ...] = (),
+        tally: ActorTally | None = None,
     ) -> None:
         self.agent = agent
         self.controller = controller
+        #: messages sent by kind and writes by policy, for MemorySystem.stats()
+        self._tally = tally if tally is not None else ActorTally()
         self._view = board.view(agent)
         self._reclaim_from = reclaim_from
+        #: directories whose Reclaim-Ack has not arrived: their messages are the dead life's
+        self._unacked: set[str] = set()
         #: op id -> IRI of client ops in flight (to announce completed writes)
         self._op_iri: dict[int, str] = {}
 
     def on_start(self, ctx: Context) -> None:
         for directory in self._reclaim_from:
-            ctx.send(directory, {"t": m.RECLAIM})
+            ctx.send(directory, m.with_inc({"t": m.RECLAIM}, self.controller.incarnation))
+        self._unacked = set(self._reclaim_from)
 
     def receive(self, message: Any, ctx: Context) -> Any:
         kind = message.get("t") if isinstance(message, dict) else None
@@ -183,11 +199,33 @@ class CacheActor:
         if kind == m.CENSUS:
             home = ctx.sender
             held = {iri: st for iri, st in self.controller.states().items() if self.controller.home_of(iri) == home}
-            ctx.send(home, {"t": m.CENSUS_ACK, "lines": held})
+            owed = {iri: [list(d) for d in self.controller.deferred(iri)] for iri in held}
+            ctx.send(home, {"t": m.CENSUS_ACK, "lines": held, "deferred": {k: v for k, v in owed.items() if v}})
+            return None
+        if kind == m.RECLAIM_ACK:
+            # Only the ack of this life's Reclaim: a life that died before its own
+            # ack arrived leaves that ack ahead of ours in the channel.
+            if m.inc_of(message) == self.controller.incarnation:
+                self._unacked.discard(ctx.sender)
+            return None
+        if ctx.sender in self._unacked:
+            self._for_the_dead(ctx.sender, message, ctx)
             return None
         out = self.controller.handle(ctx.sender, message)
         self._emit(out, ctx, message.get("iri"))
         return None
+
+    def _for_the_dead(self, directory: str, message: Msg, ctx: Context) -> None:
+        """A message from ``directory`` sent to this cache's previous life (before the Reclaim-Ack)."""
+        kind, iri = message.get("t"), message.get("iri")
+        if kind == m.INV:
+            ack = m.inv_ack(str(iri), self.controller.agent)
+            ctx.send(message["req"], m.with_inc(ack, m.inc_of(message)))
+        elif kind == m.FWD_GET_M:
+            nack = {"t": m.NACK, "iri": iri, "src": self.controller.agent, "req": message["req"]}
+            ctx.send(directory, m.with_inc(nack, m.inc_of(message)))
+        # Fwd-GetS: the Reclaim made the directory answer from home. Data,
+        # Put-Ack, WT-Ack: answers to requests that died with the old life.
 
     def _emit(self, out: list[tuple[str, Msg]], ctx: Context, iri: Any) -> None:
         touched = {iri} if isinstance(iri, str) else set()
@@ -197,6 +235,7 @@ class CacheActor:
                 touched.add(line)
             if dst != CLIENT:
                 ctx.send(dst, msg)
+                self._tally.count_sent(msg["t"])
         # Publish before any reply is carried out: a caller woken by its reply
         # must find its own write on the board.
         for line in touched:
@@ -217,6 +256,8 @@ class CacheActor:
             iri_done = self._op_iri.pop(msg["op"], None)
             if msg["t"] == m.DONE:
                 result = msg["result"]
+                if "policy" in result:
+                    self._tally.count_write(str(result["policy"]))
                 if "policy" in result and iri_done is not None:  # a write or delete completed
                     event = {"iri": iri_done, "version": result["version"], "agent": self.agent}
                     ctx.send(
@@ -246,15 +287,28 @@ class DirectoryActor:
     is a separate layer and survives the crash.
     """
 
-    def __init__(self, name: str, home: LayeredHome, *, recover_from: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        home: LayeredHome,
+        *,
+        recover_from: tuple[str, ...] | None = None,
+        tally: ActorTally | None = None,
+    ) -> None:
         self.name = name
         self.home = home
+        #: messages sent by kind, for MemorySystem.stats()
+        self._tally = tally if tally is not None else ActorTally()
         self.controller = DirectoryController(name, home)
         #: recall id -> (reply token, then-flush?)
         self._waiting: dict[int, tuple[ReplyToken, bool, list[str] | None]] = {}
         #: caches whose Census-Ack is still awaited (None: not recovering)
         self._census: set[str] | None = set(recover_from) if recover_from is not None else None
         self._census_held: dict[str, dict[str, str]] = {}
+        #: per cache: forwards / Invs it had deferred, and lines whose request was still coming
+        self._census_deferred: dict[str, dict[str, list[tuple[str, str]]]] = {}
+        self._census_coming: dict[str, set[str]] = {}
+        self._census_putting: dict[str, set[str]] = {}
         #: what arrived while recovering: (sender, message, deferred reply or None)
         self._held_back: list[tuple[str | None, Any, ReplyToken | None]] = []
         #: copies the last rebuild could not place (transient at the crash)
@@ -270,9 +324,15 @@ class DirectoryActor:
             ctx.send(cache, {"t": m.CENSUS})
 
     def _recovered(self, ctx: Context) -> None:
-        self.recovery_notes = self.controller.rebuild(self._census_held)
+        self.recovery_notes = self.controller.rebuild(
+            self._census_held,
+            deferred=self._census_deferred,
+            coming=self._census_coming,
+            putting=self._census_putting,
+        )
         self._census = None
         self._census_held = {}
+        self._census_deferred, self._census_coming, self._census_putting = {}, {}, {}
         held, self._held_back = self._held_back, []
         for sender, message, token in held:
             if sender is not None:
@@ -324,6 +384,10 @@ class DirectoryActor:
         kind = message.get("t") if isinstance(message, dict) else None
         if kind == m.RECLAIM:
             self._emit(self.controller.reclaim(src), ctx)
+            ctx.send(src, m.with_inc({"t": m.RECLAIM_ACK}, m.inc_of(message)))
+        elif kind == m.NACK:
+            orphan = self.controller.orphaned(str(message.get("iri")), str(message.get("req")), m.inc_of(message))
+            self._emit(orphan, ctx)
         elif kind == m.CENSUS_ACK:
             pass  # a late answer to a census that is already complete
         else:
@@ -337,6 +401,21 @@ class DirectoryActor:
                 return None  # from a cache this recovery did not ask: nothing to rebuild
             census.discard(src)
             self._census_held[src] = dict(message.get("lines") or {})
+            self._census_deferred[src] = {
+                str(iri): [(str(k), str(r)) for k, r in owed] for iri, owed in (message.get("deferred") or {}).items()
+            }
+            # Per-pair FIFO: what this cache sent before its answer is held back
+            # here; a GetS / GetM among it is a request the dead directory never saw.
+            self._census_coming[src] = {
+                str(msg.get("iri"))
+                for sender, msg, _token in self._held_back
+                if sender == src and isinstance(msg, dict) and msg.get("t") in (m.GET_S, m.GET_M)
+            }
+            self._census_putting[src] = {
+                str(msg.get("iri"))
+                for sender, msg, _token in self._held_back
+                if sender == src and isinstance(msg, dict) and msg.get("t") in (m.PUT_M, m.PUT_E, m.WT)
+            }
             if not census:
                 self._recovered(ctx)
             return None
@@ -354,6 +433,7 @@ class DirectoryActor:
                 self._recalled(msg, ctx)
             else:
                 ctx.send(dst, msg)
+                self._tally.count_sent(msg["t"])
 
     def _recalled(self, ack: Msg, ctx: Context) -> None:
         token, then_flush, iris = self._waiting.pop(ack["rid"])

@@ -70,7 +70,16 @@ RECLAIM = "Reclaim"
 CENSUS = "Census"
 """A restarted directory to every cache: which of my lines do you hold?"""
 CENSUS_ACK = "Census-Ack"
-"""A cache's answer to Census: ``{"lines": {iri: state}}`` homed at that directory."""
+"""A cache's answer to Census: ``{"lines": {iri: state}, "deferred": {iri: [[kind, req], ...]}}``
+for the lines homed at that directory (``deferred``: the forwards and Invs it has not served yet)."""
+RECLAIM_ACK = "Reclaim-Ack"
+"""A directory to a restarted cache: your Reclaim is done. Per-pair FIFO puts every
+message the directory sent to the cache's previous life before it, so until it
+arrives a reborn cache treats messages from that directory as addressed to its
+dead self (docs/RELIABILITY.md, "Crashes in the middle of a transaction")."""
+NACK = "Nack"
+"""A reborn cache to a directory: ``{"iri", "req", "inc"?}``: a Fwd-GetM for ``req``
+reached me after my previous life died; its data is gone, answer ``req`` from home."""
 
 PROTOCOL_KINDS = frozenset(
     {
@@ -115,6 +124,28 @@ def directory_shard(iri: str, shards: Sequence[str]) -> str:
 
 def _base(kind: str, iri: str, src: str) -> Msg:
     return {"t": kind, "iri": iri, "src": src}
+
+
+def with_inc(msg: Msg, inc: int) -> Msg:
+    """``msg`` carrying the requester's incarnation ``inc`` (not at all when 0).
+
+    A cache reborn after a crash counts its lives; its GetS / GetM carry the
+    count, the directory copies it into the Fwd-GetS / Fwd-GetM / Inv it sends
+    on the request's behalf, and the cache answering copies it into its Data or
+    Inv-Ack. The requester drops an answer from another cache that names
+    another life: it answers a request that died with the previous one. A
+    first life (0) sends no field, so a run without crashes is byte for byte
+    what it was before crashes could happen mid-transaction.
+    """
+    if inc:
+        msg["inc"] = inc
+    return msg
+
+
+def inc_of(msg: Msg) -> int:
+    """The requester incarnation a message carries (0 when absent)."""
+    inc = msg.get("inc", 0)
+    return inc if isinstance(inc, int) and not isinstance(inc, bool) else 0
 
 
 def get_s(iri: str, src: str) -> Msg:

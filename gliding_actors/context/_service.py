@@ -154,12 +154,15 @@ class ContextService:
         #: intents planned and lines loaded, for stats and tests
         self.intents = 0
         self.loaded = 0
+        #: contexts assembled and their tokens (MemorySystem.stats())
+        self.assembled = 0
+        self.tokens_assembled = 0
 
     @classmethod
     def start(cls, system: MemorySystem) -> ContextService:
         service = cls(system)
-        system.runtime.spawn(SCHEDULER_ACTOR, lambda: SchedulerActor(service), restart=True)
-        system.runtime.spawn(PREFETCH_ACTOR, lambda: PrefetcherActor(service), restart=True)
+        system.spawn_supervised(SCHEDULER_ACTOR, lambda: SchedulerActor(service))
+        system.spawn_supervised(PREFETCH_ACTOR, lambda: PrefetcherActor(service))
         return service
 
     # -- the current task ----------------------------------------------------------------------
@@ -273,6 +276,9 @@ class ContextService:
                 l2_found += 1
         budget = int(request["max_tokens"])
         chosen = assemble(candidates, budget, self.counter.count, rrf_k=system.config.hyperspace.rrf_k)
+        with self._lock:
+            self.assembled += 1
+            self.tokens_assembled += chosen.tokens
         return {
             "text": chosen.text,
             "tokens": chosen.tokens,
@@ -367,7 +373,13 @@ class ContextService:
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            return {"intents": self.intents, "loaded": self.loaded, "counter": self.counter.name}
+            return {
+                "intents": self.intents,
+                "loaded": self.loaded,
+                "assembled": self.assembled,
+                "tokens_assembled": self.tokens_assembled,
+                "counter": self.counter.name,
+            }
 
 
 class SchedulerActor:

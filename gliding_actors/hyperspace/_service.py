@@ -98,6 +98,8 @@ class HyperspaceService:
         self._closed = False
         #: forests installed by the worker, and rebuild failures (kept, never raised on a writer)
         self.rebuild_errors: list[str] = []
+        #: searches answered (MemorySystem.stats(); written by the hyperspace actor only)
+        self.searches = 0
 
     @classmethod
     def start(cls, system: MemorySystem) -> HyperspaceService:
@@ -109,7 +111,7 @@ class HyperspaceService:
             service._worker = threading.Thread(target=service._work, name="hyperspace-rebuild", daemon=True)
             service._worker.start()
         runtime = system.runtime
-        runtime.spawn(HYPERSPACE_ACTOR, lambda: HyperspaceActor(service), restart=True)
+        system.spawn_supervised(HYPERSPACE_ACTOR, lambda: HyperspaceActor(service))
         runtime.lookup(BUS_ACTOR).ask(
             {"type": "subscribe", "topic": LINE_CHANGED, "subscriber": HYPERSPACE_ACTOR, "mode": "push"}
         ).get()
@@ -253,6 +255,7 @@ class HyperspaceService:
         """The actor's half of a search: catch up, refresh the structure, rank, confine."""
         role = str(request["role"])
         filters = parse_filters(request.get("filters"))
+        self.searches += 1
         self.catch_up(strict=True)
         self.refresh_structure()
         system = self._system
@@ -398,7 +401,12 @@ class HyperspaceService:
     def stats(self) -> dict[str, Any]:
         with self._lock:
             pending = len(self.pending) + len(self._pending_l0)
-        return {**self.engine.stats(), "pending": pending, "rebuild_errors": list(self.rebuild_errors)}
+        return {
+            **self.engine.stats(),
+            "pending": pending,
+            "rebuild_errors": list(self.rebuild_errors),
+            "searches": self.searches,
+        }
 
 
 class _Marker:

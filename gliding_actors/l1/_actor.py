@@ -276,13 +276,28 @@ def start_session(system: MemorySystem, agent: str, role: str, *, embedder: Embe
     clock = system.clock
     name = session_actor_name(agent)
 
+    previous: list[SessionActor] = []
+
     def build() -> SessionActor:
-        return SessionActor(
+        """A session actor; rebuilt after a crash, it keeps the chain it had.
+
+        The chain (``Session``) and the list of archived blocks outlive the
+        actor, as a directory's home does: ``turn`` archives a block, then
+        commits it to the chain, and raises having changed neither if the
+        archive refuses. The archive's numbering is re-read from L0, its
+        durable truth, so a block archived by a handler that crashed before
+        the commit keeps its number (never reused) and stays out of the chain.
+        """
+        actor = SessionActor(
             agent, role, store=store, lock=lock, clock=clock, policy=policy, counter=counter, embedder=embedder
         )
+        if previous:
+            actor.session, actor.blocks = previous[0].session, previous[0].blocks
+        previous[:] = [actor]
+        return actor
 
     runtime = system.runtime
-    runtime.spawn(name, build, restart=True)
+    system.spawn_supervised(name, build)
     runtime.lookup(BUS_ACTOR).ask(
         {"type": "subscribe", "topic": LINE_CHANGED, "subscriber": name, "mode": "push"}
     ).get()

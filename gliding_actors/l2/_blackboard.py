@@ -27,6 +27,7 @@ Completing a task writes the task's lines down to L0 first (see
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterable
 from typing import Any
@@ -42,22 +43,90 @@ from gliding_actors.l2._jsonld import GENID_BASE
 from gliding_actors.l2._locks import Effects, Granted, LockManager, Queued
 from gliding_actors.runtime import DEFERRED, Context, ReplyToken
 
-__all__ = ["BLACKBOARD_ACTOR", "BlackboardActor", "task_lines"]
+__all__ = ["BLACKBOARD_ACTOR", "BlackboardActor", "BlackboardState", "task_lines"]
 
 BLACKBOARD_ACTOR = "blackboard"
 _TICK = {"t": "tick"}
 
 
-class BlackboardActor:
-    """Behaviour of the blackboard actor (see the module docstring)."""
+@dataclasses.dataclass
+class BlackboardState:
+    """The task DAG, the agent registry and the lock table: what outlives the actor.
 
-    def __init__(self, *, heartbeat_timeout_s: float, lock_lease_s: float) -> None:
-        self.tasks = TaskDAG()
-        self.agents = AgentRegistry(heartbeat_timeout_s)
-        self.locks = LockManager(lock_lease_s)
+    The :class:`~gliding_actors.MemorySystem` keeps one and hands it to every
+    :class:`BlackboardActor` its supervisor builds (as a directory's home
+    outlives the directory actor). Each of the three is changed only through
+    calls that check first and raise having changed nothing, so between two
+    calls it is consistent; a crash is an exception in the actor around them.
+    It is memory: a process crash loses it (docs/RELIABILITY.md).
+    """
+
+    tasks: TaskDAG
+    agents: AgentRegistry
+    locks: LockManager
+
+    @classmethod
+    def new(cls, *, heartbeat_timeout_s: float, lock_lease_s: float) -> BlackboardState:
+        """Empty: no task, no agent, no lock."""
+        return cls(TaskDAG(), AgentRegistry(heartbeat_timeout_s), LockManager(lock_lease_s))
+
+
+class BlackboardActor:
+    """Behaviour of the blackboard actor (see the module docstring).
+
+    Built over an existing ``state`` (its supervisor restarting it after a
+    crash), it serves on with the same tasks, registrations and locks — a
+    lock held stays held and fencing tokens keep increasing from the last one
+    issued, so no token is given twice — and repairs what died with the old
+    actor: lock waits queued in the table whose deferred replies the crash
+    failed (their callers got ``ActorCrashed``) are withdrawn, newest first at
+    the table's own instant, so none is granted to an agent nobody will tell;
+    the lease/heartbeat timer is set again (``on_start``). ``recovery_notes``
+    says what was repaired.
+    """
+
+    def __init__(
+        self, *, heartbeat_timeout_s: float, lock_lease_s: float, state: BlackboardState | None = None
+    ) -> None:
+        if state is None:
+            state = BlackboardState.new(heartbeat_timeout_s=heartbeat_timeout_s, lock_lease_s=lock_lease_s)
+            rebuilt = False
+        else:
+            rebuilt = True
+        self.state = state
+        self.tasks = state.tasks
+        self.agents = state.agents
+        self.locks = state.locks
         #: lock wait id -> the deferred reply of the agent waiting
         self._waiting: dict[int, ReplyToken] = {}
         self._timer_at: float | None = None
+        #: what this build repaired in the state it took over (the supervisor's ping reports it)
+        self.recovery_notes: list[str] = []
+        if rebuilt:
+            self._orphaned_waits()
+
+    def _orphaned_waits(self) -> None:
+        """Withdraw the waits whose replies died with the previous actor."""
+        locks = self.locks
+        table = locks.snapshot()["resources"]
+        waits = sorted((int(w["wait_id"]) for r in table.values() for w in r["queue"]), reverse=True)
+        at = locks.now
+        if at is not None:
+            for wait_id in waits:  # newest first: a queue head that fitted would have been granted already
+                effects = locks.cancel(wait_id, now=at)
+                for grant in effects.granted:  # not expected (see above); its lease expires by itself
+                    self.recovery_notes.append(
+                        f"blackboard: withdrawing waits granted {grant.resource} to {grant.agent} (token {grant.token})"
+                    )
+        held = sum(len(r["holders"]) for r in table.values())
+        self.recovery_notes.append(
+            f"blackboard: {len(waits)} orphaned lock waits withdrawn; {held} holds,"
+            f" {len(self.tasks)} tasks, {len(self.agents.listing(now=at or 0.0))} agents kept"
+        )
+
+    def on_start(self, ctx: Context) -> None:
+        """Set the timer for the earliest lease, wait or heartbeat deadline (after a restart)."""
+        self._arm(ctx.clock.now(), ctx)
 
     def receive(self, message: Any, ctx: Context) -> Any:
         if not isinstance(message, dict):

@@ -147,7 +147,10 @@ def _named(iri: object, what: str) -> ox.NamedNode:
 def _binding_term(name: str, value: object) -> ox.NamedNode | ox.Literal:
     kind = type(value)
     if kind is str or kind is bool or kind is int or kind is float:
-        return ox.Literal(value)  # type: ignore[arg-type]
+        try:
+            return ox.Literal(value)  # type: ignore[arg-type]
+        except (ValueError, OverflowError) as exc:  # a lone surrogate, an int beyond 64 bits (fuzzing found it)
+            raise InvalidInput(f"binding {name}: {exc}", path=("bindings", name)) from None
     if kind is ox.NamedNode or kind is ox.Literal:
         return value  # type: ignore[return-value]
     if isinstance(value, Mapping):
@@ -172,7 +175,11 @@ def _binding_term(name: str, value: object) -> ox.NamedNode | ox.Literal:
                     raise InvalidInput(
                         f"binding {name}: a typed @value must be a string", path=("bindings", name)
                     )
-                return ox.Literal(lexical, datatype=_named(value["@type"], f"binding {name}"))
+                datatype = _named(value["@type"], f"binding {name}")
+                try:
+                    return ox.Literal(lexical, datatype=datatype)
+                except ValueError as exc:  # a lone surrogate in the text (fuzzing found it)
+                    raise InvalidInput(f"binding {name}: {exc}", path=("bindings", name)) from None
             return _binding_term(name, lexical)
     raise InvalidInput(
         f"binding {name}: need a string, number, boolean, {{'@id': iri}} or a JSON-LD "
@@ -185,6 +192,8 @@ _Term = ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple
 
 
 def _substitutions(bindings: Mapping[str, BindingValue] | None) -> dict[ox.Variable, _Term] | None:
+    if bindings is not None and not isinstance(bindings, Mapping):  # fuzzing found .items() on a str
+        raise InvalidInput(f"bindings are an object of variable -> value, not {type(bindings).__name__}", path=("bindings",))
     if not bindings:
         return None
     out: dict[ox.Variable, _Term] = {}
@@ -223,6 +232,9 @@ def _data_block(quads: Iterable[ox.Quad]) -> str:
 
 
 # --- the store -----------------------------------------------------------------------------
+
+#: Never written: :meth:`GraphStore.check_query` parses queries against it.
+_EMPTY = ox.Store()
 
 
 class GraphStore:
@@ -531,6 +543,25 @@ class GraphStore:
             raise InvalidInput(f"SPARQL query refused: {exc}", path=("sparql",)) from None
         except OSError as exc:
             raise StorageError(f"cannot read the L2 graph store: {exc}") from exc
+
+    def check_query(self, sparql: str, bindings: Mapping[str, BindingValue] | None = None) -> None:
+        """Raise :class:`InvalidInput` if :meth:`query` would refuse ``sparql``/``bindings`` as text.
+
+        Changes nothing and reads nothing: the text is parsed (and evaluated)
+        against an empty store. A host runs it *before* a query's recall moves
+        dirty lines home, so a refused query changes nothing (fuzzing found
+        that a malformed query had recalled every dirty line first).
+        """
+        if type(sparql) is not str:
+            raise InvalidInput("a SPARQL query must be a string", path=("sparql",))
+        _refuse_network(sparql, ("SERVICE",))
+        substitutions = _substitutions(bindings) if bindings is not None else None
+        try:
+            _EMPTY.query(sparql, prefixes=_prefixes_for(sparql), substitutions=substitutions)
+        except SyntaxError as exc:
+            raise InvalidInput(f"invalid SPARQL query: {exc}", path=("sparql",)) from None
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise InvalidInput(f"SPARQL query refused: {exc}", path=("sparql",)) from None
 
     def update(self, sparql: str, role_is_system: bool = False) -> None:
         """Run a SPARQL UPDATE — system role only (:class:`PermissionDenied`

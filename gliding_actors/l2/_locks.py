@@ -460,6 +460,21 @@ class LockManager:
         """The next instant something happens by itself (a lease expiry or a wait time-out)."""
         return self._next_due()
 
+    @property
+    def waits_queued(self) -> int:
+        """How many requests have had to wait since the table was made (every wait ever queued)."""
+        return self._last_wait_id
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting now."""
+        return len(self._waits)
+
+    @property
+    def held(self) -> int:
+        """Leases held now (one per agent and resource)."""
+        return sum(len(h) for h in list(self._holds.values()))
+
     def snapshot(self) -> dict[str, Any]:
         """The whole state as plain, sorted, msgpack-serialisable data."""
         return {

@@ -110,8 +110,8 @@ class ProjectionService:
         service = cls(system)
         runtime = system.runtime
         for name in service.workers:
-            runtime.spawn(name, lambda: ProjectionWorker(service), restart=True)
-        runtime.spawn(VIEWS_ACTOR, lambda: ViewsActor(service.views), restart=True)
+            system.spawn_supervised(name, lambda: ProjectionWorker(service))
+        system.spawn_supervised(VIEWS_ACTOR, lambda: ViewsActor(service.views))
         runtime.lookup(BUS_ACTOR).ask(
             {"type": "subscribe", "topic": LINE_CHANGED, "subscriber": VIEWS_ACTOR, "mode": "push"}
         ).get()

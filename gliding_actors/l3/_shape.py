@@ -80,7 +80,7 @@ def check_frame(name: str, frame: object) -> dict[str, Any]:
         raise InvalidInput(f"frame {name!r}: the JSON-LD frame is an object, not {frame!r}", path=("frame",))
     try:
         private: dict[str, Any] = json.loads(json.dumps(frame, allow_nan=False))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: a deep frame (fuzzing found it)
         raise InvalidInput(f"frame {name!r}: the JSON-LD frame is not JSON: {exc}", path=("frame",)) from None
     try:
         jsonld.frame({"@context": dict(DEFAULT_CONTEXT), "@graph": []}, {**private, "@context": _context_of(private)}, dict(_OPTIONS))

@@ -139,6 +139,8 @@ class Simulator:
         self.recent: collections.deque[LogEntry] = collections.deque(maxlen=recent)
         self.delivered = 0
         self.max_steps = max_steps
+        #: channel -> delivery count before which the seeded choice skips it (a slow link)
+        self._held: dict[Channel, int] = {}
         self._clock.on_change(lambda _now: self._release_timers())
 
     # -- interface ---------------------------------------------------------
@@ -215,6 +217,8 @@ class Simulator:
                 channel = ordered[self._chooser(ordered)]
             else:
                 ready = self._ready
+                if self._held:
+                    ready = self._unheld()
                 channel = ready[int(self._random() * len(ready))]
         queue = self._queues[channel]
         message, rid, packed = queue.popleft()
@@ -230,6 +234,47 @@ class Simulator:
             return True
         self._carry_out(cell, cell.deliver(None if src == DRIVER else src, message, rid))
         return True
+
+    # -- fault injection -------------------------------------------------------
+    def inject(self, name: str, message: Message) -> None:
+        """Hand ``message`` to actor ``name`` now, ahead of every queued message.
+
+        For fault injection: ``{"t": "crash"}`` crashes a cache or a directory
+        at this exact point of a run, with whatever is in flight staying in
+        flight (its channels keep their messages for the restarted actor).
+        Logged (kind ``inject``) and hashed like a delivery.
+        """
+        cell = self._cells.get(name)
+        if cell is None or not cell.alive:
+            raise ActorUnavailable(f"no running actor named {name!r}")
+        self._record("inject", DRIVER, name, message)
+        self._carry_out(cell, cell.deliver(None, message, None))
+
+    def hold(self, channel: Channel, deliveries: int) -> None:
+        """Delay ``channel``: the seeded choice skips it for the next ``deliveries`` deliveries.
+
+        A slow link. FIFO within the channel is kept; when every non-empty
+        channel is held, the held ones are chosen from anyway (time passes).
+        An explicit ``step(channel)`` or a chooser ignores holds.
+        """
+        if deliveries < 0:
+            raise InvalidInput(f"hold: deliveries must be >= 0, not {deliveries}")
+        self._held[channel] = max(self._held.get(channel, 0), self.delivered + deliveries)
+        self._record("hold", channel[0], channel[1], deliveries)
+
+    def behaviour(self, name: str) -> Any:
+        """The behaviour object actor ``name`` runs now (for test oracles; never for sending)."""
+        cell = self._cells.get(name)
+        if cell is None:
+            raise ActorUnavailable(f"no actor named {name!r}")
+        return cell.behaviour
+
+    def _unheld(self) -> list[Channel]:
+        now = self.delivered
+        for channel in [c for c, until in self._held.items() if until <= now]:
+            del self._held[channel]
+        free = [c for c in self._ready if c not in self._held]
+        return free or self._ready
 
     def run_until_quiescent(self, max_steps: int | None = None) -> int:
         """Deliver messages until no channel holds one; returns how many were delivered.

@@ -58,8 +58,9 @@ run showed:
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,7 @@ import jsonschema
 from gliding_actors.config import Config
 from gliding_actors.errors import InvalidInput
 from gliding_actors.scenario._model import FORMAT_V1
-from gliding_actors.scenario._opspecs import get_op_spec
+from gliding_actors.scenario._opspecs import get_op_spec, op_specs
 from gliding_actors.scenario._record import TRACE_FORMAT
 
 __all__ = ["ConvertOptions", "convert_trace", "read_trace", "scenario_yaml"]
@@ -92,6 +93,8 @@ def read_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise InvalidInput(f"cannot read trace {path}: {exc}") from exc
+    except UnicodeDecodeError as exc:  # a ValueError, not an OSError (fuzzing found it)
+        raise InvalidInput(f"cannot read trace {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     lines: list[dict[str, Any]] = []
     for number, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
@@ -106,19 +109,73 @@ def read_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if not lines or lines[0].get("format") != TRACE_FORMAT:
         found = lines[0].get("format") if lines else None
         raise InvalidInput(f"{path}:1: not a trace: the header must name format {TRACE_FORMAT!r}, found {found!r}")
+    _check_fields(path, 1, lines[0], _HEADER_FIELDS)
     for number, line in enumerate(lines[1:], 2):
         kind = line.get("kind")
         if kind == "op" and not (isinstance(line.get("issued"), int) and isinstance(line.get("args"), dict)):
             raise InvalidInput(f"{path}: op line {number} lacks 'issued' or 'args'")
         if kind not in ("op", "agent"):
             raise InvalidInput(f"{path}: line {number} has unknown kind {kind!r}")
+        _check_fields(path, number, line, _OP_FIELDS if kind == "op" else _AGENT_FIELDS)
+        if kind == "op" and not line.get("pending") and not _is_int(line.get("completed")):
+            raise InvalidInput(f"{path}: op line {number} lacks 'completed' (and is not pending)")
     return lines[0], lines[1:]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+#: The fields :func:`convert_trace` reads, and what each must be when present
+#: (a hand-edited or truncated trace is refused here, by name, instead of
+#: failing deep in the conversion with a KeyError or TypeError — fuzzing found those).
+_HEADER_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "t0": ("a finite number", _is_number),
+    "seed": ("an integer", _is_int),
+    "clock": ("a string", lambda v: isinstance(v, str)),
+    "runtime": ("a string", lambda v: isinstance(v, str)),
+    "config": ("an object", lambda v: isinstance(v, dict)),
+}
+_AGENT_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "id": ("a non-empty string", lambda v: isinstance(v, str) and bool(v)),
+    "role": ("a string", lambda v: isinstance(v, str)),
+}
+_OP_FIELDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "op": ("a string or null", lambda v: v is None or isinstance(v, str)),
+    "call": ("a string", lambda v: isinstance(v, str)),
+    "agent": ("a string or null", lambda v: v is None or isinstance(v, str)),
+    "completed": ("an integer", _is_int),
+    "t_issued": ("a finite number", _is_number),
+    "t_completed": ("a finite number", _is_number),
+    "error": ("an object with a string 'name'", lambda v: isinstance(v, dict) and isinstance(v.get("name"), str)),
+    "pending": ("true or false", lambda v: isinstance(v, bool)),
+}
+
+
+def _check_fields(
+    path: str | Path, number: int, line: Mapping[str, Any], fields: Mapping[str, tuple[str, Callable[[Any], bool]]]
+) -> None:
+    required = ("id", "role") if fields is _AGENT_FIELDS else ()
+    for key, (what, ok) in fields.items():
+        if key in line or key in required:
+            if not ok(line.get(key)):
+                raise InvalidInput(f"{path}: line {number}: {key!r} must be {what}, not {line.get(key)!r}")
+
+
+def has_op_spec(name: str) -> bool:
+    """Whether this build has scenario op ``name`` (a trace from another build may name others)."""
+    return name in op_specs()
 
 
 def _result_mapping(op: str, raw: Any) -> dict[str, Any]:
     """A recorded handle result in the scenario op's result shape."""
     if op == "inbox":
-        return {"messages": [e.get("message") for e in raw or []]}
+        events = raw if isinstance(raw, list) else []
+        return {"messages": [e.get("message") if isinstance(e, Mapping) else e for e in events]}
     if op == "flush":
         return {"flushed": raw}
     if isinstance(raw, Mapping):
@@ -214,7 +271,8 @@ def _order(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for entry in done:
         if (
             entry.get("op") == "lock"
-            and float(entry["args"].get("timeout_s") or 0) > 0
+            and _is_number(entry["args"].get("timeout_s"))
+            and entry["args"]["timeout_s"] > 0
             and isinstance(entry.get("result"), Mapping)
             and entry["result"].get("granted")
         ):
@@ -282,6 +340,8 @@ def convert_trace(
             skip(f"{line.get('call')} (still pending when the recording closed)")
         elif line.get("op") is None:
             skip(f"{str(line.get('call', '?')).removeprefix('submit_')} (no scenario op)")
+        elif not has_op_spec(str(line["op"])):
+            skip(f"{line['op']} (not a scenario op of this build)")
         else:
             ops.append(dict(line))
 
@@ -318,15 +378,22 @@ def convert_trace(
         if "error" in entry:
             step["expect"] = {"error": str(entry["error"]["name"])}
         else:
-            expect = _expectation(
-                op,
-                entry.get("agent"),
-                args,
-                _result_mapping(op, result),
-                exact_time=exact_time,
-                evicted=evicted,
-                alone=entry["issued"] not in overlapping,
-            )
+            try:
+                expect = _expectation(
+                    op,
+                    entry.get("agent"),
+                    args,
+                    _result_mapping(op, result),
+                    exact_time=exact_time,
+                    evicted=evicted,
+                    alone=entry["issued"] not in overlapping,
+                )
+            except (TypeError, AttributeError, KeyError) as exc:
+                # The recorded answer is foreign data: in a hand-edited trace it may
+                # not have the shape this op answers (fuzzing found len() of an int).
+                raise InvalidInput(
+                    f"op {entry['issued']} ({op}): the recorded result is not the shape {op} answers: {exc!r}"
+                ) from None
             if expect:
                 step["expect"] = expect
         if op == "inspect":

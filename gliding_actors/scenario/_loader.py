@@ -890,8 +890,8 @@ def _semantic_issues(data: dict[str, Any], pos: _Positions) -> list[_Issue]:
         if spec.takes_agent and isinstance(agent, str) and agent not in agents:
             issues.append(_issue(pos, (*step, "agent"), _undeclared_agent(agent, agents)))
         target = op.get("target")
-        if op["op"] == "crash" and isinstance(target, str) and target.startswith("agent:"):
-            crashed = target.removeprefix("agent:")
+        if op["op"] == "crash" and isinstance(target, str) and target.startswith(("agent:", "l1:")):
+            crashed = target.split(":", 1)[1]
             if crashed not in agents:
                 issues.append(_issue(pos, (*step, "target"), _undeclared_agent(crashed, agents)))
         expect = op.get("expect")

@@ -1,0 +1,115 @@
+"""``MemorySystem.stats()``: one plain dict of per-layer figures, read from the counters.
+
+Reading never changes what it reads and sends no protocol message. The
+only messages are one ``session`` ask per agent's L1 actor (the chain lives
+in the actor), so ``stats()`` waits as any blocking call does, with the
+runtime's ask timeout. L0's record count is a key-only scan of the store.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gliding_actors.errors import GlidingError
+from gliding_actors.l1 import session_actor_name
+
+if TYPE_CHECKING:
+    from gliding_actors.system import MemorySystem
+
+__all__ = ["collect"]
+
+
+def _disk_bytes(path: Path) -> int:
+    """Bytes of every file under ``path`` (LevelDB's tables and logs): a directory walk, no read."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except OSError:  # a table compacted away between the walk and the stat
+                continue
+    return total
+
+
+def _l1(system: MemorySystem, timeout: float | None) -> dict[str, Any]:
+    runtime = system.runtime
+    agents = sorted(system.agents())
+    asks = [runtime.lookup(session_actor_name(a)).ask({"t": "session"}) for a in agents]
+    per_agent: dict[str, dict[str, int]] = {}
+    for agent, ask in zip(agents, asks, strict=True):
+        try:
+            session = ask.get(timeout)
+        except GlidingError:  # a stopped session actor: its figures are unknown, not zero
+            continue
+        per_agent[agent] = {
+            "turns": len(session.get("turns") or []),
+            "evictions": len(session.get("weak_refs") or []),
+            "tokens": int(session.get("tokens") or 0),
+        }
+    return {
+        "agents": per_agent,
+        "turns": sum(a["turns"] for a in per_agent.values()),
+        "evictions": sum(a["evictions"] for a in per_agent.values()),
+        "tokens": sum(a["tokens"] for a in per_agent.values()),
+    }
+
+
+def _l2(system: MemorySystem) -> dict[str, Any]:
+    homes = list(system.l2_stats().values())
+    board = system.board_state
+    locks = board.locks
+    return {
+        "lines": len(system.line_graphs.graphs),
+        "resident": sum(h["resident"] for h in homes),
+        "dirty": sum(h["dirty"] for h in homes),
+        "drops": sum(h["drops"] for h in homes),
+        "reloads": sum(h["reloads"] for h in homes),
+        "forced_writedowns": sum(h["forced_writedowns"] for h in homes),
+        "lock_waits": locks.waits_queued,
+        "locks_waiting": locks.waiting,
+        "locks_held": locks.held,
+        "tasks": len(board.tasks),
+    }
+
+
+def collect(system: MemorySystem, *, timeout: float | None = None) -> dict[str, Any]:
+    """Every layer's figures now (see docs/METRICS.md for each key)."""
+    counters = system.counters
+    coherence = counters.coherence()
+    l3 = system.l3.stats()
+    hyperspace = system.hyperspace.stats()
+    context = system.context.stats()
+    return {
+        "runtime": system.runtime.kind,
+        "coherence": coherence,
+        "l0": {"records": system.l0.count(), "bytes": _disk_bytes(system.path / "l0")},
+        "l1": _l1(system, timeout),
+        "l2": _l2(system),
+        "l3": {
+            "view_hits": int(l3["hits"]),
+            "view_misses": int(l3["misses"]),
+            "views": int(l3["views"]),
+            "evicted": int(l3["evicted"]),
+            "stale": int(l3["stale"]),
+        },
+        "hyperspace": {"queries": int(hyperspace["searches"]), "docs": int(hyperspace["docs"])},
+        "context": {
+            "assembled": int(context["assembled"]),
+            "tokens_assembled": int(context["tokens_assembled"]),
+            "intents": int(context["intents"]),
+            "prefetched": int(context["loaded"]),
+        },
+        "tokens": {
+            "saved": coherence["tokens_saved"],
+            "fetched": coherence["tokens_fetched"],
+            "naive": coherence["tokens_saved"] + coherence["tokens_fetched"],
+            "saved_ratio": round(
+                coherence["tokens_saved"] / (coherence["tokens_saved"] + coherence["tokens_fetched"]), 6
+            )
+            if coherence["tokens_saved"] + coherence["tokens_fetched"]
+            else 0.0,
+            "counter": counters.counter.name,
+        },
+    }

@@ -1,0 +1,314 @@
+"""Crashes in the middle of a protocol transaction, and the seeded fault sweep.
+
+Each recovery path is driven to its exact interleaving with
+``Simulator.step(channel)`` and ``Simulator.inject`` (a crash at this very
+delivery, with everything else still in flight); then the run is finished and
+the line must serve with the values the durability contract promises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gliding_actors import ActorUnavailable, InvalidInput, MemorySystem
+from gliding_actors.clock import VirtualClock
+from gliding_actors.coherence._cache import CacheController
+from gliding_actors.coherence._directory import DictHome, DirectoryController
+from gliding_actors.errors import ActorCrashed
+from gliding_actors.reliability._faults import FaultPlan, _crashable, run_faults
+from gliding_actors.runtime import Simulator
+
+X = "plan:x"
+
+
+@pytest.fixture
+def memory() -> Iterator[MemorySystem]:
+    system = MemorySystem.open(
+        runtime="sim",
+        clock=VirtualClock(),
+        seed=5,
+        config={"coherence": {"critical_tags": ["confirmed_fact"]}, "runtime": {"max_restarts": 1000}},
+    )
+    yield system
+    system.close(flush=False)
+
+
+def sim_of(memory: MemorySystem) -> Simulator:
+    rt = memory.runtime
+    assert isinstance(rt, Simulator)
+    return rt
+
+
+def deliver(memory: MemorySystem, src: str, dst: str) -> None:
+    assert sim_of(memory).step((src, dst)), f"nothing in flight from {src} to {dst}"
+
+
+def directory(memory: MemorySystem) -> DirectoryController:
+    behaviour = sim_of(memory).behaviour("dir:0")
+    controller: DirectoryController = getattr(behaviour, "inner", behaviour).controller
+    return controller
+
+
+def crashes(memory: MemorySystem, actor: str) -> int:
+    return int(memory.supervision()["actors"][actor]["crashes"])
+
+
+def line(memory: MemorySystem) -> dict[str, Any]:
+    return memory.inspect(X, timeout=5.0)
+
+
+# -- a crashed cache ------------------------------------------------------------------
+
+
+def test_a_fwd_getm_in_flight_to_a_crashed_owner_is_answered_from_home(memory: MemorySystem) -> None:
+    pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+    pa.write(X, {"v": 1}, tags=["confirmed_fact"])  # home and L0 hold v1
+    pa.write(X, {"v": 2})  # v2 only in pa's M copy
+    memory.quiesce()
+    write = da.submit_write(X, {"v": "da"})
+    deliver(memory, "@driver", "cache:da")  # GetM
+    deliver(memory, "cache:da", "dir:0")  # Fwd-GetM to pa now in flight; da is the owner
+    sim_of(memory).inject("cache:pa", {"t": "crash"})
+
+    got = write.get(5.0)  # pa's next life Nacks the Fwd-GetM; the directory answers da from home
+
+    assert got["version"] == 2  # built on v1: pa's write-back v2 died with it
+    assert directory(memory).fallbacks[-1] == (X, 1)  # and the directory reported that
+    memory.quiesce()
+    assert line(memory)["owner"] == "da"
+    assert pa.read(X)["value"] == {"v": "da"}
+    assert crashes(memory, "cache:pa") == 1 and crashes(memory, "cache:da") == 0
+
+
+def test_an_inv_in_flight_to_a_crashed_sharer_is_acked_by_its_next_life(memory: MemorySystem) -> None:
+    pa, da, ca = memory.agent("pa", "PA"), memory.agent("da", "DA"), memory.agent("ca", "CA")
+    pa.write(X, {"v": 1})
+    assert da.read(X)["value"] == {"v": 1}
+    memory.quiesce()
+    assert line(memory)["sharers"] == ["da", "pa"]
+    write = ca.submit_write(X, {"v": 2})
+    deliver(memory, "@driver", "cache:ca")
+    deliver(memory, "cache:ca", "dir:0")  # Data(acks=2) to ca, Inv to pa and da in flight
+    sim_of(memory).inject("cache:da", {"t": "crash"})
+
+    assert write.get(5.0)["version"] == 2  # da's next life acked the Inv meant for its dead self
+    memory.quiesce()
+    assert line(memory)["owner"] == "ca"
+    assert da.read(X)["value"] == {"v": 2}
+    assert crashes(memory, "cache:da") == 1 and crashes(memory, "cache:ca") == 0
+
+
+def test_a_crash_with_the_caches_own_getm_in_flight_drops_the_old_answer(memory: MemorySystem) -> None:
+    pa = memory.agent("pa", "PA")
+    write = pa.submit_write(X, {"v": 1})
+    deliver(memory, "@driver", "cache:pa")
+    deliver(memory, "cache:pa", "dir:0")  # Data for the dead life in flight; the directory made pa owner
+    sim_of(memory).inject("cache:pa", {"t": "crash"})
+    with pytest.raises(ActorCrashed):
+        write.get(5.0)
+    memory.quiesce()  # the Data reaches the next life before the Reclaim-Ack: dropped
+    assert line(memory)["directory"] == "I"
+    assert pa.write(X, {"v": 2})["version"] == 1
+    assert crashes(memory, "cache:pa") == 1
+
+
+def test_a_crash_with_the_caches_own_gets_in_flight_drops_the_owners_data(memory: MemorySystem) -> None:
+    pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+    da.write(X, {"v": 1})
+    memory.quiesce()
+    read = pa.submit_read(X)
+    deliver(memory, "@driver", "cache:pa")
+    deliver(memory, "cache:pa", "dir:0")  # Fwd-GetS to da
+    deliver(memory, "dir:0", "cache:da")  # Data to pa (incarnation 0) and home in flight
+    sim_of(memory).inject("cache:pa", {"t": "crash"})
+    with pytest.raises(ActorCrashed):
+        read.get(5.0)
+    memory.quiesce()  # da's Data names pa's dead life: dropped, not taken as an answer
+    assert line(memory)["sharers"] == ["da"]
+    got = pa.read(X)
+    assert (got["value"], got["version"]) == ({"v": 1}, 1)
+    assert crashes(memory, "cache:pa") == 1
+
+
+def test_a_cache_that_dies_again_before_its_reclaim_ack_ignores_the_first_ack(memory: MemorySystem) -> None:
+    pa, ca = memory.agent("pa", "PA"), memory.agent("ca", "CA")
+    pa.write(X, {"v": 1})
+    memory.quiesce()
+    sim = sim_of(memory)
+    sim.inject("cache:pa", {"t": "crash"})  # second life
+    deliver(memory, "cache:pa", "dir:0")  # its Reclaim: the Reclaim-Ack is now in flight
+    read = pa.submit_read(X)
+    deliver(memory, "@driver", "cache:pa")
+    deliver(memory, "cache:pa", "dir:0")  # GetS of the second life: Data(excl) behind the ack
+    write = ca.submit_write(X, {"v": "ca"})
+    deliver(memory, "@driver", "cache:ca")
+    deliver(memory, "cache:ca", "dir:0")  # Fwd-GetM to the second life, behind its Data
+    sim.inject("cache:pa", {"t": "crash"})  # third life: the second life's ack must not open its gate
+    with pytest.raises(ActorCrashed):
+        read.get(5.0)
+    assert write.get(5.0)["version"] == 1  # the Fwd-GetM was Nacked; pa's write-back v1 was lost
+    memory.quiesce()
+    assert line(memory)["owner"] == "ca"
+    assert crashes(memory, "cache:pa") == 2  # the two injected, no ProtocolError
+    assert pa.read(X)["value"] == {"v": "ca"}
+
+
+def test_the_injector_never_crashes_a_cache_that_waits_for_a_getm() -> None:
+    cache = CacheController("c1", "dir", 4)
+    assert _crashable(cache)
+    cache.handle("@client", {"t": "store", "iri": X, "op": 1, "value": {"v": 1}})
+    assert cache.state(X) == "IM_AD"
+    assert not _crashable(cache)
+
+
+# -- a crashed directory --------------------------------------------------------------
+
+
+def test_a_directory_crash_with_a_request_in_flight_serves_it_after_the_census(memory: MemorySystem) -> None:
+    pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+    pa.write(X, {"v": 1})
+    memory.quiesce()
+    read = da.submit_read(X)
+    deliver(memory, "@driver", "cache:da")  # GetS in flight to the directory
+    sim_of(memory).inject("dir:0", {"t": "crash"})
+    got = read.get(5.0)
+    assert (got["value"], got["version"]) == ({"v": 1}, 1)
+    memory.quiesce()
+    assert line(memory)["sharers"] == ["da", "pa"]
+    assert memory.runtime.lookup("dir:0").ask({"t": "ready"}).get(5.0) == {"notes": []}
+
+
+def test_a_directory_crash_with_a_reader_in_is_d_makes_it_a_sharer(memory: MemorySystem) -> None:
+    pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+    pa.write(X, {"v": 1})
+    memory.quiesce()
+    read = da.submit_read(X)
+    deliver(memory, "@driver", "cache:da")
+    deliver(memory, "cache:da", "dir:0")  # Fwd-GetS to pa
+    deliver(memory, "dir:0", "cache:pa")  # pa: Data to da (in flight) and home
+    deliver(memory, "cache:pa", "dir:0")  # the directory leaves S_D: sharers pa, da
+    assert memory.runtime.lookup("cache:da").ask({"t": "state", "iri": X}).get(5.0) == "IS_D"
+    sim_of(memory).inject("dir:0", {"t": "crash"})
+    got = read.get(5.0)
+    assert got["value"] == {"v": 1}
+    memory.quiesce()
+    assert line(memory)["directory"] == "S" and line(memory)["sharers"] == ["da", "pa"]
+    assert memory.runtime.lookup("dir:0").ask({"t": "ready"}).get(5.0) == {"notes": []}
+    # and the rebuilt sharers are exactly the ones invalidated by the next write
+    assert pa.write(X, {"v": 2})["messages"] == 4
+
+
+def test_a_directory_crash_with_a_writer_in_im_ad_makes_it_the_owner(memory: MemorySystem) -> None:
+    pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+    pa.write(X, {"v": 1})
+    memory.quiesce()
+    write = da.submit_write(X, {"v": 2})
+    deliver(memory, "@driver", "cache:da")
+    deliver(memory, "cache:da", "dir:0")  # Fwd-GetM to pa in flight; da is the owner
+    sim_of(memory).inject("dir:0", {"t": "crash"})
+    assert write.get(5.0)["version"] == 2
+    memory.quiesce()
+    assert line(memory)["owner"] == "da"
+    assert pa.read(X)["value"] == {"v": 2}
+
+
+def test_rebuild_places_copies_caught_mid_transaction() -> None:
+    d = DirectoryController("dir", DictHome())
+    notes = d.rebuild(
+        {
+            "c1": {"x:1": "IM_AD", "x:2": "IS_D", "x:3": "SM_AD"},
+            "c2": {"x:1": "MW_A", "x:2": "S", "x:3": "S"},
+            "c3": {"x:2": "IS_D"},
+        },
+        deferred={"c2": {"x:1": [("Fwd-GetM", "c1")]}},
+        coming={"c1": {"x:3"}, "c3": {"x:2"}},
+    )
+    assert notes == []
+    assert d.inspect("x:1") == {"directory": "EM", "owner": "c1", "sharers": []}  # c2 still owes it the data
+    assert d.inspect("x:2") == {"directory": "S", "owner": None, "sharers": ["c1", "c2"]}  # c3's GetS is coming
+    assert d.inspect("x:3") == {"directory": "S", "owner": None, "sharers": ["c1", "c2"]}  # c1's upgrade is coming
+
+
+# -- the simulator's fault hooks and a process crash mid-run --------------------------
+
+
+def test_a_held_channel_is_delivered_later_but_in_order() -> None:
+    sim = Simulator(seed=1)
+    order: list[Any] = []
+
+    class Sink:
+        def receive(self, message: Any, ctx: Any) -> None:
+            order.append(message)
+
+    sim.spawn("a", Sink)
+    sim.spawn("b", Sink)
+    for i in range(3):
+        sim.lookup("a").tell(("a", i))
+    sim.hold(("@driver", "a"), 10)
+    for i in range(3):
+        sim.lookup("b").tell(("b", i))
+    # "a" is held while "b" has mail; nothing is lost and each channel stays FIFO
+    sim.run_until_quiescent()
+    assert order == [("b", 0), ("b", 1), ("b", 2), ("a", 0), ("a", 1), ("a", 2)]
+    with pytest.raises(InvalidInput):
+        sim.hold(("@driver", "a"), -1)
+
+
+def test_a_process_crash_mid_run_keeps_every_completed_write_through(memory: MemorySystem) -> None:
+    pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+    assert pa.write(X, {"v": 1}, tags=["confirmed_fact"])["version"] == 1
+    pending = da.submit_write(X, {"v": 2}, tags=["confirmed_fact"])
+    deliver(memory, "@driver", "cache:da")  # its GetM dies in flight with the process
+    reopened = memory.crash_process(quiesce=False)
+    try:
+        with pytest.raises(ActorUnavailable):
+            pending.get(1.0)
+        assert reopened.l0.retrieve_version(X) == 1
+        got = reopened.agent("pa", "PA").read(X)
+        assert (got["value"], got["version"]) == ({"v": 1}, 1)
+    finally:
+        reopened.close(flush=False)
+
+
+# -- the seeded sweep -------------------------------------------------------------------
+
+
+def _clean(figures: dict[str, Any]) -> None:
+    assert figures["failures"] == []
+    assert figures["invariant_violations"] == 0
+    assert figures["hung_ops"] == 0
+    assert figures["untyped_errors"] == 0
+    assert figures["serve_failures"] == 0
+
+
+def test_the_fault_sweep_keeps_every_invariant() -> None:
+    figures = run_faults(seeds=range(12), steps=300)
+    _clean(figures)
+    kinds = figures["by_kind"]
+    assert kinds["cache_crash"] > 0 and kinds["directory_crash"] > 0 and kinds["delay"] > 0
+    assert figures["faults_injected"] == sum(kinds.values())
+    assert figures["ops"] > 200
+
+
+def test_a_process_crash_in_the_sweep_keeps_the_durability_contract() -> None:
+    plan = FaultPlan(p_process=1.0, p_fault=0.02)  # the first fault of each seed kills the process
+    figures = run_faults(seeds=range(3), steps=200, plan=plan)
+    _clean(figures)
+    assert figures["by_kind"]["process_crash"] == 3
+
+
+def test_the_same_seeds_give_the_same_run() -> None:
+    first = run_faults(seeds=[7, 8], steps=150)
+    again = run_faults(seeds=[7, 8], steps=150)
+    assert first == again
+    assert run_faults(seeds=[9], steps=150)["log_hash"] != first["log_hash"]
+
+
+@pytest.mark.slow
+def test_the_long_fault_sweep_keeps_every_invariant() -> None:
+    figures = run_faults(seeds=range(200), steps=1000)
+    _clean(figures)
+    assert figures["by_kind"]["process_crash"] > 0
