@@ -236,6 +236,10 @@ def _data_block(quads: Iterable[ox.Quad]) -> str:
 #: Never written: :meth:`GraphStore.check_query` parses queries against it.
 _EMPTY = ox.Store()
 
+#: an in-memory store is rebuilt once more than this many quads (and more than
+#: twice its live quads) were deleted since the last rebuild (GraphStore._compact)
+COMPACT_AFTER_DROPS = 20_000
+
 
 class GraphStore:
     """pyoxigraph store + node cache of the L2 blackboard.
@@ -273,6 +277,10 @@ class GraphStore:
         self._refs: dict[ox.Quad, int] = {}
         self._graph_nodes: dict[str, ox.NamedNode] = {}
         self._datasets: dict[tuple[str, ...], _Dataset] = {}
+        #: quads deleted since the in-memory store was last rebuilt (see _compact)
+        self._dropped = 0
+        #: how many times the in-memory store was rebuilt
+        self.compactions = 0
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -404,6 +412,31 @@ class GraphStore:
                 del refs[q]
         for q in added:
             refs[q] = refs.get(q, 0) + 1
+        if deleted and self._path is None:
+            self._dropped += len(deleted)
+            if self._dropped > max(COMPACT_AFTER_DROPS, 2 * len(refs)):
+                self._compact()
+
+    def _compact(self) -> None:
+        """Copy the live quads into a fresh in-memory store and drop the old one.
+
+        pyoxigraph's in-memory store keeps every term it ever interned, so a
+        line rewritten with new literals grows it forever (measured: about
+        0.4 KB per replaced quad with a unique literal, 4.7 MB/min in the
+        reliability soak). Rebuilding once the quads dropped outnumber twice
+        the live ones bounds the store to a small multiple of what it holds,
+        at an amortised cost of O(1) copies per dropped quad. A query already
+        running keeps the old store (its own reference) and finishes on it.
+        """
+        store = self._open()
+        fresh = ox.Store()
+        try:
+            fresh.extend(store)
+        except OSError as exc:
+            raise StorageError(f"cannot rebuild the L2 graph store: {exc}") from exc
+        self._store = fresh
+        self._dropped = 0
+        self.compactions += 1
 
     # -- node cache reads ---------------------------------------------------------------
 

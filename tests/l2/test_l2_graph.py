@@ -579,3 +579,37 @@ def test_the_system_graph_can_live_on_disk_and_is_rebuilt_from_l0(tmp_path: Path
     assert (tmp_path / "mem" / "l2").is_dir()
     with MemorySystem.open(tmp_path / "mem", config) as memory:
         assert memory.agent("pa", "PA").query(query)["rows"] == [{"s": "plan:disk"}]
+
+
+def test_an_in_memory_store_is_rebuilt_so_rewritten_literals_do_not_pile_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyoxigraph's memory store keeps every literal it interned; GraphStore rebuilds it
+    once the dropped quads outnumber the live ones twice, and nothing else changes."""
+    import gliding_actors.l2._graph as graph_module
+
+    monkeypatch.setattr(graph_module, "COMPACT_AFTER_DROPS", 50)
+    store = GraphStore()
+    for n in range(1, 41):
+        for i in range(20):
+            store.put_node(f"urn:c{i}", {"@id": f"urn:c{i}", "n": f"round {n} of {i}"}, "plan", n)
+    assert store.compactions >= 5  # 760 rewrites of 20 lines, 1 literal dropped each
+    assert len(store.raw) == store.quad_count()  # the rebuilt store holds exactly the live quads
+    rows = store.query("SELECT ?s ?n WHERE { ?s ga:n ?n }", graphs=["plan"])["rows"]
+    assert sorted((r["s"], r["n"]) for r in rows) == sorted((f"urn:c{i}", f"round 40 of {i}") for i in range(20))
+    node = store.node("urn:c3")
+    assert node is not None and node.version == 40
+    # a line removed after the rebuild leaves nothing behind
+    store.forget("urn:c3")
+    assert store.query("ASK { <urn:c3> ?p ?o }", graphs=["plan"])["boolean"] is False
+
+
+def test_a_store_on_disk_is_never_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gliding_actors.l2._graph as graph_module
+
+    monkeypatch.setattr(graph_module, "COMPACT_AFTER_DROPS", 5)
+    store = GraphStore(tmp_path / "graph")
+    try:
+        for n in range(1, 30):
+            store.put_node("urn:d", {"@id": "urn:d", "n": f"v{n}"}, "plan", n)
+        assert store.compactions == 0
+    finally:
+        store.close()
