@@ -24,7 +24,10 @@ SUITES: dict[str, str] = {
     "l3": "gliding_actors.bench._l3",
     "hyperspace": "gliding_actors.bench._hyperspace",
     "context": "gliding_actors.bench._context",
+    "reliability": "gliding_actors.bench._reliability",
     "tokens": "gliding_actors.bench._tokens",
+    "replay": "gliding_actors.bench._replay",
+    "team": "gliding_actors.bench._team",
 }
 
 
