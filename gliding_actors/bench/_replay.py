@@ -1,0 +1,161 @@
+"""``bench replay``: events per second replaying a recorded team trace, on ``sim`` and on ``threads``.
+
+The trace is a real recording (``MemorySystem.open(record=...)``,
+docs/RECORDING.md) of the example team's op mix: one PDCA cell of five agents
+(``bench._team.record_team``) cycling through their role steps — context,
+turn, reads, writes, locks, pub/sub, tasks — on a virtual clock, until it
+holds ``events`` agent ops (10,000; ``--quick`` 1,000). It is converted with
+the library's converter (``convert_trace``), loaded like any scenario file,
+and replayed with ``scenario.replay`` on each runtime, every op checked
+against its recorded result and the invariants checked after every step, as
+``gliding-actors replay`` does.
+
+A replay that fails is not a speed: the report carries each run's ``ok`` and
+the bench raises if one failed. ``events_per_s`` = ops replayed ÷ wall time of
+``replay()`` (the whole call: opening the memory, every op, every invariant
+check, the final quiesce and close), median over ``repeats`` runs, with the
+range. The recording and the conversion are timed too, once.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import json
+import pstats
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from gliding_actors.bench._team import record_team
+from gliding_actors.errors import GlidingError, InvalidInput
+from gliding_actors.scenario import Scenario, load_scenario_text, replay
+from gliding_actors.scenario._convert import ConvertOptions, convert_trace, read_trace
+
+__all__ = ["TARGET_SIM_EVENTS_PER_S", "make_scenario", "run", "time_replay"]
+
+#: issue 14's target for the simulator
+TARGET_SIM_EVENTS_PER_S = 20_000.0
+
+
+def make_scenario(events: int, workdir: str | Path) -> tuple[Scenario, dict[str, Any]]:
+    """Record ``events`` ops of the team, convert the trace, load the scenario; and what that took."""
+    trace = Path(workdir) / "team.jsonl"
+    start = time.perf_counter()
+    record_team(trace, events)
+    recorded_s = time.perf_counter() - start
+    header, lines = read_trace(trace)
+    op_lines = sum(1 for line in lines if line.get("kind") == "op")
+    start = time.perf_counter()
+    data = convert_trace(header, lines, ConvertOptions(name="team_replay"))
+    text = json.dumps(data)
+    scenario = load_scenario_text(text, str(Path(workdir) / "team_replay.json"))
+    converted_s = time.perf_counter() - start
+    info = {
+        "trace_events": op_lines,
+        "scenario_steps": len(scenario.steps),
+        "record_s": round(recorded_s, 3),
+        "convert_s": round(converted_s, 3),
+        "description": data.get("description", ""),
+    }
+    return scenario, info
+
+
+def _ops_in(scenario: Scenario) -> int:
+    """Agent/system ops the replay issues (control steps such as ``advance`` are not events)."""
+    from gliding_actors.scenario._replay import CONTROL_OPS
+
+    count = 0
+    for step in scenario.steps:
+        ops = getattr(step, "ops", None)
+        if ops is not None:
+            count += len(ops)
+        elif getattr(step, "op", None) not in CONTROL_OPS:
+            count += 1
+    return count
+
+
+def time_replay(scenario: Scenario, runtime: str, repeats: int, seed: int = 0) -> dict[str, Any]:
+    """Replay ``scenario`` ``repeats`` times on ``runtime``; events/s median and range; raises if a run failed."""
+    events = _ops_in(scenario)
+    rates: list[float] = []
+    messages = 0
+    for k in range(repeats):
+        start = time.perf_counter()
+        result = replay(scenario, seed=seed + k, runtime=runtime)
+        elapsed = time.perf_counter() - start
+        if not result.ok:
+            failure = result.failure
+            raise GlidingError(f"bench replay: the {runtime} replay failed: {failure.what if failure else '?'}")
+        if len(result.outcomes) != events:
+            raise GlidingError(f"bench replay: {len(result.outcomes)} ops replayed, {events} expected")
+        rates.append(events / elapsed)
+        messages = result.messages
+    return {
+        "events": events,
+        "repeats": repeats,
+        "events_per_s": round(statistics.median(rates), 1),
+        "events_per_s_range": [round(min(rates), 1), round(max(rates), 1)],
+        "protocol_messages": messages if runtime == "sim" else None,
+    }
+
+
+#: where a replay's time goes: (label, file suffix, function) whose cumulative time the profile reports
+_PARTS: tuple[tuple[str, str, str], ...] = (
+    ("invariant_checks", "scenario/_invariants.py", "run_invariants"),
+    ("hyperspace_service", "hyperspace/_service.py", "receive"),
+    ("context_assembly", "context/_service.py", "receive"),
+    ("simulator_delivery", "runtime/_sim.py", "step"),
+)
+
+
+def profile_replay(scenario: Scenario, seed: int = 0) -> dict[str, Any]:
+    """One sim replay under cProfile: the share of its time in each of ``_PARTS`` (they overlap: delivery
+    includes the actors' work, the invariant checks' inspects deliver messages too)."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        result = replay(scenario, seed=seed, runtime="sim")
+    finally:
+        profiler.disable()
+    if not result.ok:
+        raise GlidingError("bench replay: the profiled sim replay failed")
+    stats: dict[tuple[str, int, str], tuple[Any, ...]] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    total = next(
+        (ct for (file, _line, func), (_cc, _nc, _tt, ct, _callers) in stats.items()
+         if file.endswith("scenario/_replay.py") and func == "replay"),
+        0.0,
+    )
+    shares: dict[str, float] = {}
+    for label, suffix, name in _PARTS:
+        cumulative = sum(ct for (file, _line, func), (_cc, _nc, _tt, ct, _callers) in stats.items()
+                         if file.endswith(suffix) and func == name)
+        shares[label] = round(cumulative / total, 3) if total else 0.0
+    return {"profiled_s": round(total, 3), "share_of_time": shares}
+
+
+def run(
+    quick: bool = False, *, events: int | None = None, repeats: int | None = None, threads_repeats: int | None = None
+) -> dict[str, Any]:
+    """Record, convert, replay on sim and threads (module docstring)."""
+    n = events if events is not None else (1_000 if quick else 10_000)
+    sim_repeats = repeats if repeats is not None else (1 if quick else 3)
+    thr_repeats = threads_repeats if threads_repeats is not None else (1 if quick else 3)
+    if n < 1 or sim_repeats < 1 or thr_repeats < 1:
+        raise InvalidInput(f"events and repeats must be >= 1, not {n}, {sim_repeats}, {thr_repeats}")
+    with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
+        scenario, info = make_scenario(n, tmp)
+        sim = time_replay(scenario, "sim", sim_repeats)
+        threads = time_replay(scenario, "threads", thr_repeats)
+        where = profile_replay(scenario)
+    return {
+        "suite": "replay",
+        **info,
+        "sim": sim,
+        "threads": threads,
+        "target_sim_events_per_s": TARGET_SIM_EVENTS_PER_S,
+        "sim_target_met": sim["events_per_s"] >= TARGET_SIM_EVENTS_PER_S,
+        "sim_messages_per_event": round(sim["protocol_messages"] / sim["events"], 1),
+        "where_time_goes_sim": where,
+    }
