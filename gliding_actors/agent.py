@@ -243,13 +243,11 @@ class Agent:
         if self._graph_map.get(iri, self._default_graph) not in self._readable:
             self._check_may_read(iri)  # the first hit in a graph asks the matrix; may raise
         state, packed, version = hit
-        try:  # stats(): one more lookup, in this handle's own map, no lock (metrics/_counters.py)
-            tally = self._tallies[iri]
-            if tally.packed is packed:
-                tally.hits += 1
-            else:
-                self._counters.hit_new_copy(iri, packed, version)
-        except KeyError:
+        # stats(): one more lookup, in this handle's own map, no lock (metrics/_counters.py)
+        tally = self._tallies.get(iri)
+        if tally is not None and tally.packed is packed:
+            tally.hits += 1
+        else:
             self._counters.hit_new_copy(iri, packed, version)
         return {"value": unpack_value(packed), "version": version, "state": state, "messages": 0}
 

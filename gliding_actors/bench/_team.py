@@ -59,6 +59,8 @@ from gliding_actors.agent import Agent
 from gliding_actors.bench._team_plots import IMG_DIR, write_plots
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import InvalidInput
+from gliding_actors.metrics._counters import percentile
+from gliding_actors.reliability._load import rss_mb
 from gliding_actors.system import MemorySystem
 
 __all__ = ["QUICK_SIZES", "ROLE_ORDER", "SIZES", "record_team", "role_cycle", "run", "run_size"]
@@ -234,17 +236,9 @@ def record_team(trace: str | Path, events: int, *, latency_s: float = 2.0) -> in
 
 
 def _rss_bytes() -> int:
-    """The process's resident set now (Linux ``/proc/self/statm``), after a full collection."""
+    """The process's resident set now, after a full collection (``rss_mb``: ``/proc/self/statm``)."""
     gc.collect()
-    with open("/proc/self/statm", encoding="ascii") as handle:
-        resident_pages = int(handle.read().split()[1])
-    return resident_pages * os.sysconf("SC_PAGE_SIZE")
-
-
-def _percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of an ascending list."""
-    rank = max(1, min(len(sorted_values), round(q * len(sorted_values) + 0.5)))
-    return sorted_values[rank - 1]
+    return round(rss_mb() * 2**20)
 
 
 def run_size(n: int, cycles: int) -> dict[str, Any]:
@@ -308,8 +302,8 @@ def run_size(n: int, cycles: int) -> dict[str, Any]:
     per_op: dict[str, dict[str, float | int]] = {}
     for op, values in sorted(merged.items()):
         values.sort()
-        per_op[op] = {"count": len(values), "p50_us": round(1e6 * _percentile(values, 0.5), 1),
-                      "p99_us": round(1e6 * _percentile(values, 0.99), 1)}
+        per_op[op] = {"count": len(values), "p50_us": round(1e6 * percentile(values, 50), 1),
+                      "p99_us": round(1e6 * percentile(values, 99), 1)}
     return {
         "agents": n,
         "roles": {r: sum(1 for _a, role, _c in team if role == r) for r in ROLE_ORDER},
