@@ -157,6 +157,14 @@ class MemorySystem:
             cfg = Config.from_dict(config)
         else:
             raise InvalidInput(f"config must be a Config or a mapping, not {type(config).__name__}")
+        if runtime == "ray":
+            # Refused before Ray starts: the system's actors share this process's
+            # stores (L0, the graph, the read-hit board), which cannot be shipped.
+            raise InvalidInput(
+                "MemorySystem does not run on runtime='ray' yet (use 'threads' or 'sim'); on Ray this build runs the "
+                "coherence team (sharded directories, agents beside their caches: "
+                "gliding_actors.coherence._distributed, `gliding-actors bench scaling`), see docs/SCALING.md"
+            )
         if runtime == "sim" and clock is None:
             clock = VirtualClock()
         rt = create_runtime(runtime, clock=clock, seed=seed, ask_timeout_s=cfg.runtime.ask_timeout_s, trace=trace)

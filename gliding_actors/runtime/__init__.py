@@ -1,7 +1,8 @@
 """The actor runtime: one interface, several backends.
 
 ``threads`` (Pykka threads in this process) is the default; ``sim`` is the
-deterministic simulator used by tests and scenario replay. Backends are loaded
+deterministic simulator used by tests and scenario replay; ``ray`` runs the
+same actors on a Ray cluster (the ``ray`` extra). Backends are loaded
 by name through :func:`create_runtime`; code above this package never imports
 pykka (or ray).
 """
@@ -57,12 +58,14 @@ def create_runtime(
     seed: int = 0,
     ask_timeout_s: float = 10.0,
     trace: int = 0,
+    address: str | None = None,
 ) -> Runtime:
     """Start a runtime of the named backend.
 
     ``seed`` drives the simulator's scheduling; ``clock`` defaults to the system
     clock on ``threads`` and a fresh :class:`VirtualClock` on ``sim`` (which
-    only accepts a virtual clock).
+    only accepts a virtual clock). ``address`` is the Ray cluster to join on
+    ``ray`` (default: start a local one); Ray is imported only then.
     """
     if kind == "threads":
         return ThreadsRuntime(clock, ask_timeout_s=ask_timeout_s, trace=trace)
@@ -71,8 +74,7 @@ def create_runtime(
             raise InvalidInput("the sim runtime runs on a VirtualClock only")
         return Simulator(seed, clock=clock, ask_timeout_s=ask_timeout_s)
     if kind == "ray":
-        raise InvalidInput(
-            "the ray runtime is not part of this build yet; "
-            "runtimes available: " + ", ".join(BACKENDS)
-        )
-    raise InvalidInput(f"unknown runtime {kind!r}; choose one of: {', '.join(BACKENDS)}")
+        from gliding_actors.runtime._ray import RayRuntime
+
+        return RayRuntime(address, clock=clock, ask_timeout_s=ask_timeout_s)
+    raise InvalidInput(f"unknown runtime {kind!r}; choose one of: {', '.join((*BACKENDS, 'ray'))}")

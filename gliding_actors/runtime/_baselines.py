@@ -11,7 +11,7 @@ from typing import Any
 
 import pykka
 
-__all__ = ["raw_pykka_echo"]
+__all__ = ["raw_pykka_echo", "raw_ray_echo"]
 
 
 class _Echo(pykka.ThreadingActor):
@@ -32,3 +32,28 @@ def raw_pykka_echo() -> tuple[Callable[[Any], Any], Callable[[], None]]:
         ref.stop(timeout=10.0)
 
     return ask, stop
+
+
+class _RayEcho:
+    def echo(self, message: Any) -> Any:
+        return message
+
+
+def raw_ray_echo(placement: str | None = None) -> tuple[Callable[[Any], Any], Callable[[], None]]:
+    """A plain Ray actor answering a method call (Ray already initialised);
+    return (blocking call, stop). The floor under any actor on Ray."""
+    from gliding_actors.runtime._ray import import_ray, node_affinity
+
+    ray = import_ray()
+    options: dict[str, Any] = {"num_cpus": 0}
+    if placement is not None:
+        options["scheduling_strategy"] = node_affinity(placement)
+    handle = ray.remote(_RayEcho).options(**options).remote()
+
+    def call(message: Any) -> Any:
+        return ray.get(handle.echo.remote(message), timeout=30.0)
+
+    def stop() -> None:
+        ray.kill(handle, no_restart=True)
+
+    return call, stop

@@ -1,0 +1,499 @@
+"""The ``ray`` backend: every actor is a Ray actor, addressed by name.
+
+Ray (an existing distributed actor engine, not a home-made network layer)
+gives each actor a process somewhere on a cluster, named handles and remote
+calls. This module adds what the runtime interface promises on top, hosting
+the same :class:`~gliding_actors.runtime._cell.Cell` as the other backends so
+refusals, crashes, restarts and deferred replies behave identically:
+
+* **Per-pair FIFO.** Ray orders an async actor's calls only loosely, so every
+  message carries a sequence number per (sender, receiver) pair and the
+  receiver holds early arrivals until the gap closes. Ordering therefore does
+  not depend on how Ray schedules.
+* **msgpack on the wire.** Messages and replies cross as msgpack bytes, so a
+  message that would not survive the trip fails on every backend's contract,
+  not silently here; errors cross as ``(class name, args, attributes)`` and are
+  raised in the asker as the same class from :mod:`gliding_actors.errors`.
+* **Asks without blocking.** A host's ``ask`` is a coroutine that awaits the
+  reply the cell gives now or later (``defer_reply``); the driver waits on
+  Ray's object future with a timeout, never on an actor.
+* **Time** is the system clock of each process: a virtual clock cannot be
+  shared between processes, so ``sim`` stays the backend for deterministic
+  replay.
+
+Ray is an optional extra, imported only when this backend is created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import itertools
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+
+import gliding_actors.errors as errors_module
+from gliding_actors.clock import Clock, SystemClock
+from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput
+from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, describe_exception
+from gliding_actors.runtime._future import ThreadFuture
+from gliding_actors.runtime._interface import Behaviour, Message
+
+__all__ = ["RayRuntime", "decode_reply", "encode_reply", "import_ray", "node_affinity", "pack", "unpack"]
+
+log = logging.getLogger("gliding_actors.runtime.ray")
+
+#: prefix of a driver's sender id; a cell sees such a sender as ``None`` (outside)
+_DRIVER = "@driver:"
+#: sender of timer messages (delivered in-process, outside the FIFO numbering)
+_TIMER = "@timer"
+#: how long a name found missing counts as missing before it is looked up again
+_MISSING_TTL_S = 1.0
+
+
+def import_ray() -> Any:
+    """Ray, or an error saying exactly what to install."""
+    try:
+        # through importlib: typed Any, so the package type-checks with or without the extra
+        return importlib.import_module("ray")
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise InvalidInput("the ray runtime needs Ray: pip install 'gliding-actors[ray]'") from exc
+
+
+def node_affinity(node_id: str) -> Any:
+    """Ray's strategy pinning an actor to one node (hard: fail rather than run elsewhere)."""
+    strategies = importlib.import_module("ray.util.scheduling_strategies")
+    return strategies.NodeAffinitySchedulingStrategy(node_id, soft=False)
+
+
+def pack(value: Any) -> bytes:
+    """msgpack bytes of ``value``; InvalidInput if it is not plain data."""
+    try:
+        return msgpack.packb(value, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidInput(f"not msgpack-serialisable, so it cannot cross to another process: {exc}") from exc
+
+
+def unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def encode_reply(ok: bool, value: Any) -> tuple[Any, ...]:
+    """A cell's answer as plain data: ``("ok", bytes)`` or ``("err", class, args, attrs)``."""
+    if ok:
+        try:
+            return ("ok", pack(value))
+        except InvalidInput as exc:
+            value, ok = exc, False
+    error: BaseException = value
+    if not isinstance(error, GlidingError):
+        error = errors_module.ActorCrashed("?", describe_exception(error))
+    attrs: dict[str, Any] = {}
+    for key, attr in vars(error).items():
+        try:
+            pack(attr)
+        except InvalidInput:
+            continue
+        attrs[key] = attr
+    args = [a if isinstance(a, (str, int, float, bool, type(None))) else str(a) for a in error.args]
+    return ("err", type(error).__name__, args, attrs)
+
+
+def decode_reply(reply: tuple[Any, ...] | list[Any]) -> Any:
+    """The value of an encoded reply, or raise its error as the same class."""
+    if reply[0] == "ok":
+        return unpack(reply[1])
+    _kind, class_name, args, attrs = reply
+    cls = getattr(errors_module, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, GlidingError)):
+        raise GlidingError(f"{class_name}: {' '.join(str(a) for a in args)}")
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(attrs)
+    raise error
+
+
+class RayHost:
+    """The Ray actor hosting one :class:`Cell` (every method runs on its event loop).
+
+    ``receive`` is synchronous and the loop is one thread, so handlers never
+    overlap even though Ray lets an async actor take many calls at once.
+    """
+
+    def __init__(
+        self, name: str, factory: Callable[[], Behaviour], supervisor: str | None, restart: bool, namespace: str
+    ) -> None:
+        self._namespace = namespace
+        self._cell = Cell(name, factory, SystemClock(), supervisor=supervisor, restart=restart)
+        self._handles: dict[str, Any] = {}
+        self._out: dict[str, int] = {}
+        self._expected: dict[str, int] = {}
+        self._held: dict[str, dict[int, tuple[bytes, int | None]]] = {}
+        self._waiters: dict[int, asyncio.Future[tuple[Any, ...]]] = {}
+        self._rids = itertools.count(1)
+        #: names found missing, and when: not looked up again for a second (a GCS call each)
+        self._missing: dict[str, float] = {}
+        self.dead_letters = 0
+
+    # -- remote methods -------------------------------------------------------
+    async def start(self) -> bool:
+        self._carry_out(self._cell.start())
+        return self._cell.alive
+
+    async def tell(self, sender: str, seq: int, payload: bytes) -> None:
+        self._arrive(sender, seq, payload, None)
+
+    async def ask(self, sender: str, seq: int, payload: bytes) -> tuple[Any, ...]:
+        rid = next(self._rids)
+        waiter: asyncio.Future[tuple[Any, ...]] = asyncio.get_running_loop().create_future()
+        self._waiters[rid] = waiter
+        self._arrive(sender, seq, payload, rid)
+        return await waiter
+
+    async def stop(self) -> int:
+        """Stop the cell; fail every ask still open. Returns how many there were."""
+        self._cell.stop()
+        return self._fail_waiters(f"actor {self._cell.name!r} stopped before answering")
+
+    async def status(self) -> dict[str, Any]:
+        return {
+            "alive": self._cell.alive,
+            "dead_letters": self.dead_letters,
+            "held": sum(len(h) for h in self._held.values()),
+            # this actor's process alone (one actor per Ray worker): what its work cost in CPU
+            "cpu_s": time.process_time(),
+        }
+
+    # -- ordering -----------------------------------------------------------
+    def _arrive(self, sender: str, seq: int, payload: bytes, rid: int | None) -> None:
+        expected = self._expected.get(sender, 0)
+        if seq != expected:
+            self._held.setdefault(sender, {})[seq] = (payload, rid)
+            return
+        self._deliver(sender, unpack(payload), rid)
+        expected += 1
+        held = self._held.get(sender)
+        while held and expected in held:
+            payload, rid = held.pop(expected)
+            self._deliver(sender, unpack(payload), rid)
+            expected += 1
+        self._expected[sender] = expected
+
+    def _deliver(self, sender: str, message: Message, rid: int | None) -> None:
+        as_seen = None if sender.startswith(_DRIVER) else sender
+        self._carry_out(self._cell.deliver(as_seen, message, rid))
+
+    # -- effects ------------------------------------------------------------
+    def _carry_out(self, effects: Effects) -> None:
+        for to, message in effects.sends:
+            self._send(to, message)
+        loop = asyncio.get_running_loop()
+        for delay, message in effects.timers:
+            loop.call_later(delay, self._deliver, _TIMER, message, None)
+        for rid, ok, value in effects.replies:
+            waiter = self._waiters.pop(rid, None)
+            if waiter is not None and not waiter.done():
+                # the last element tells the asker whether this actor still runs
+                waiter.set_result((*encode_reply(ok, value), self._cell.alive))
+        if effects.crash is not None:
+            log.error("actor %r crashed: %s", self._cell.name, effects.crash["error"])
+            if self._cell.supervisor is not None:
+                self._send(self._cell.supervisor, effects.crash)
+            if not self._cell.alive:
+                self._fail_waiters(f"actor {self._cell.name!r} stopped after a crash")
+                # Free the name: a later lookup finds nothing, as on the other backends.
+                loop.call_later(0.05, self._exit)
+
+    def _send(self, to: str, message: Message) -> None:
+        try:
+            payload = pack(message)
+        except InvalidInput as exc:
+            self.dead_letters += 1
+            log.error("actor %r sent %r an unserialisable message (dropped): %s", self._cell.name, to, exc)
+            return
+        handle = self._handles.get(to)
+        if handle is None:
+            now = time.monotonic()
+            if now - self._missing.get(to, -_MISSING_TTL_S) < _MISSING_TTL_S:
+                self.dead_letters += 1
+                return
+            ray = import_ray()
+            try:
+                handle = ray.get_actor(to, namespace=self._namespace)
+            except ValueError:
+                self._missing[to] = now
+                self.dead_letters += 1
+                log.debug("dead letter from %r to %r", self._cell.name, to)
+                return
+            self._missing.pop(to, None)
+            self._handles[to] = handle
+        seq = self._out.get(to, 0)
+        self._out[to] = seq + 1
+        handle.tell.remote(self._cell.name, seq, payload)
+
+    def _fail_waiters(self, why: str) -> int:
+        waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            if not waiter.done():
+                waiter.set_result((*encode_reply(False, ActorUnavailable(why)), False))
+        return len(waiters)
+
+    def _exit(self) -> None:
+        ray = import_ray()
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+
+
+class _Ref:
+    """An :class:`ActorRef` on the ray backend."""
+
+    __slots__ = ("_handle", "_name", "_runtime")
+
+    def __init__(self, runtime: RayRuntime, name: str, handle: Any) -> None:
+        self._runtime = runtime
+        self._name = name
+        self._handle = handle
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def is_alive(self) -> bool:
+        return self._runtime._is_alive(self._name)
+
+    def tell(self, message: Message) -> None:
+        self._runtime._submit(self._name, self._handle, message, ask=False)
+
+    def ask(self, message: Message) -> ThreadFuture[Any]:
+        return self._runtime._submit(self._name, self._handle, message, ask=True)
+
+    def __repr__(self) -> str:
+        return f"<ActorRef {self._name!r} ray>"
+
+
+class RayRuntime:
+    """Actors on a Ray cluster: an existing one by ``address``, else a local one.
+
+    ``namespace`` scopes actor names (two systems on one cluster do not see
+    each other's actors); ``node_ip`` pins the address this driver uses, so Ray
+    never picks the machine's external interface by itself. ``placement`` of
+    :meth:`spawn` names a Ray node id to run an actor on.
+    """
+
+    kind = "ray"
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        namespace: str | None = None,
+        clock: Clock | None = None,
+        ask_timeout_s: float = 10.0,
+        node_ip: str = "127.0.0.1",
+        spawn_timeout_s: float = 60.0,
+    ) -> None:
+        if clock is not None and not isinstance(clock, SystemClock):
+            raise InvalidInput("the ray runtime runs on the system clock; use runtime='sim' for a virtual one")
+        ray = import_ray()
+        self._ray = ray
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._ask_timeout_s = ask_timeout_s
+        self._spawn_timeout_s = spawn_timeout_s
+        self._namespace = namespace or f"gliding-{uuid.uuid4().hex[:12]}"
+        self._sender = f"{_DRIVER}{uuid.uuid4().hex}"
+        self._owns_ray = False
+        if not ray.is_initialized():
+            options: dict[str, Any] = {
+                "_node_ip_address": node_ip,
+                "include_dashboard": False,
+                "log_to_driver": False,
+                "configure_logging": False,
+            }
+            if address is not None:
+                options["address"] = address
+            ray.init(**options)
+            self._owns_ray = True
+        self._handles: dict[str, Any] = {}
+        self._dead: set[str] = set()
+        self._out: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- interface ---------------------------------------------------------
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def ask_timeout_s(self) -> float:
+        return self._ask_timeout_s
+
+    @property
+    def namespace(self) -> str:
+        return self._namespace
+
+    def spawn(
+        self,
+        name: str,
+        factory: Callable[[], Behaviour],
+        *,
+        supervisor: str | None = None,
+        restart: bool = False,
+        placement: str | None = None,
+    ) -> _Ref:
+        check_actor_name(name)
+        ray = self._ray
+        with self._lock:
+            if self._closed:
+                raise ActorUnavailable("the runtime is shut down")
+        options: dict[str, Any] = {
+            "name": name,
+            "namespace": self._namespace,
+            # Scheduling needs no CPU: a cluster of two cores still hosts dozens of actors.
+            "num_cpus": 0,
+            "max_restarts": 0,
+        }
+        if placement is not None:
+            options["scheduling_strategy"] = node_affinity(placement)
+        host_class = _remote_host_class(ray)
+        deadline = time.monotonic() + self._spawn_timeout_s
+        while True:
+            try:
+                handle = host_class.options(**options).remote(name, factory, supervisor, restart, self._namespace)
+                break
+            except ValueError as exc:
+                with self._lock:
+                    stopped = name in self._dead
+                if not stopped or time.monotonic() > deadline:
+                    raise InvalidInput(f"an actor named {name!r} is already running: {exc}") from exc
+                # A stopped or crashed actor's process may still hold its name for
+                # a moment: end it for good and try again.
+                self._kill_by_name(name)
+                time.sleep(0.05)
+            except Exception as exc:  # noqa: BLE001 - pickling the factory: tell the user what failed
+                raise InvalidInput(f"actor {name!r} cannot be sent to Ray: {describe_exception(exc)}") from exc
+        try:
+            ray.get(handle.start.remote(), timeout=self._spawn_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - the factory or on_start failed in the worker
+            ray.kill(handle, no_restart=True)
+            raise ActorUnavailable(f"actor {name!r} did not start: {describe_exception(exc)}") from exc
+        with self._lock:
+            self._handles[name] = handle
+            self._dead.discard(name)
+            self._out[name] = 0
+        return _Ref(self, name, handle)
+
+    def _kill_by_name(self, name: str) -> None:
+        try:
+            self._ray.kill(self._ray.get_actor(name, namespace=self._namespace), no_restart=True)
+        except ValueError:
+            pass  # already gone
+
+    def lookup(self, name: str) -> _Ref:
+        with self._lock:
+            if name in self._dead:
+                raise ActorUnavailable(f"no running actor named {name!r}")
+            handle = self._handles.get(name)
+        if handle is None:
+            try:
+                handle = self._ray.get_actor(name, namespace=self._namespace)
+            except ValueError as exc:
+                raise ActorUnavailable(f"no running actor named {name!r}") from exc
+            with self._lock:
+                self._handles[name] = handle
+                self._out.setdefault(name, 0)
+        return _Ref(self, name, handle)
+
+    def stop(self, name: str) -> None:
+        with self._lock:
+            handle = self._handles.pop(name, None)
+            self._dead.add(name)
+        if handle is None:
+            return
+        try:
+            self._ray.get(handle.stop.remote(), timeout=self._ask_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - gone already, or stuck: kill it regardless
+            log.debug("actor %r did not stop cleanly: %s", name, exc)
+        self._ray.kill(handle, no_restart=True)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            names = list(self._handles)
+        for name in names:
+            self.stop(name)
+        if self._owns_ray:
+            self._ray.shutdown()
+
+    def node_ids(self) -> list[str]:
+        """The cluster's live node ids (for ``spawn(..., placement=...)``)."""
+        return [node["NodeID"] for node in self._ray.nodes() if node.get("Alive")]
+
+    def status(self, name: str) -> dict[str, Any]:
+        """``{alive, dead_letters, held, cpu_s}`` of one actor's host (held: early
+        arrivals awaiting a gap; cpu_s: CPU seconds its worker process has used)."""
+        handle = self.lookup(name)._handle
+        result: dict[str, Any] = self._ray.get(handle.status.remote(), timeout=self._ask_timeout_s)
+        return result
+
+    # -- message path ------------------------------------------------------
+    def _is_alive(self, name: str) -> bool:
+        with self._lock:
+            return name in self._handles and name not in self._dead
+
+    def _submit(self, name: str, handle: Any, message: Message, *, ask: bool) -> ThreadFuture[Any]:
+        future: ThreadFuture[Any] = ThreadFuture(self._ask_timeout_s, name)
+        try:
+            payload = pack(message)
+        except InvalidInput as exc:
+            future.set_exception(exc)
+            return future
+        with self._lock:
+            if name in self._dead or self._closed:
+                future.set_exception(ActorUnavailable(f"no running actor named {name!r}"))
+                return future
+            seq = self._out.get(name, 0)
+            self._out[name] = seq + 1
+            method = handle.ask if ask else handle.tell
+            ref = method.remote(self._sender, seq, payload)
+        if not ask:
+            future.set_result(None)
+            return future
+        ref.future().add_done_callback(lambda done: self._settle(name, future, done))
+        return future
+
+    def _settle(self, name: str, future: ThreadFuture[Any], done: Any) -> None:
+        try:
+            reply = done.result()
+        except Exception as exc:  # noqa: BLE001 - the host process died or was killed
+            with self._lock:
+                self._dead.add(name)
+            future.set_exception(ActorUnavailable(f"actor {name!r} is gone: {describe_exception(exc)}"))
+            return
+        *answer, still_running = reply
+        if not still_running:
+            with self._lock:
+                self._dead.add(name)
+        try:
+            future.set_result(decode_reply(answer))
+        except GlidingError as error:
+            future.set_exception(error)
+
+
+_HOST_CLASSES: dict[int, Any] = {}
+
+
+def _remote_host_class(ray: Any) -> Any:
+    """``ray.remote(RayHost)``, made once per imported Ray."""
+    key = id(ray)
+    cls = _HOST_CLASSES.get(key)
+    if cls is None:
+        cls = _HOST_CLASSES[key] = ray.remote(RayHost)
+    return cls
