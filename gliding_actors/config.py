@@ -213,6 +213,9 @@ class HyperspaceConfig:
     #: Dimensions and training epochs of the Poincaré model of the type hierarchy.
     structure_dim: int = dataclasses.field(default=10, metadata=_range(2, 256))
     structure_epochs: int = dataclasses.field(default=50, metadata=_range(0))
+    #: A search retrains the Poincaré model only once this many typed-node (or ``subClassOf``) writes
+    #: have accumulated since it was last brought up to date: the staleness bound (docs/HYPERSPACE.md).
+    structure_refresh_after: int = dataclasses.field(default=64, metadata=_range(1))
     #: Rebuilds on a worker thread (``thread``), on the engine's own turn (``inline``),
     #: or ``auto``: inline on the deterministic simulator, a thread otherwise.
     rebuilds: str = dataclasses.field(default="auto", metadata=_one_of(("auto", "thread", "inline")))

@@ -27,6 +27,7 @@ SUITES: dict[str, str] = {
     "reliability": "gliding_actors.bench._reliability",
     "tokens": "gliding_actors.bench._tokens",
     "replay": "gliding_actors.bench._replay",
+    "profile": "gliding_actors.bench._profile",
     "team": "gliding_actors.bench._team",
 }
 

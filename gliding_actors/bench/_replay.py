@@ -15,16 +15,24 @@ the bench raises if one failed. ``events_per_s`` = ops replayed ÷ wall time of
 ``replay()`` (the whole call: opening the memory, every op, every invariant
 check, the final quiesce and close), median over ``repeats`` runs, with the
 range. The recording and the conversion are timed too, once.
+
+Baseline in the same run: one sim replay with the directory-agreement
+invariant inspecting every line after every step (as it did before it
+became incremental, ``coherence/_scenario.py``); ``agreement_speedup`` is the
+incremental replay's events/s over that one's. ``where_time_goes_sim`` is a
+cProfile of one sim replay: the cumulative share of each part (they overlap).
 """
 
 from __future__ import annotations
 
+import contextlib
 import cProfile
 import json
 import pstats
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +40,7 @@ from gliding_actors.bench._team import record_team
 from gliding_actors.errors import GlidingError, InvalidInput
 from gliding_actors.scenario import Scenario, load_scenario_text, replay
 from gliding_actors.scenario._convert import ConvertOptions, convert_trace, read_trace
+from gliding_actors.scenario._invariants import invariant
 
 __all__ = ["TARGET_SIM_EVENTS_PER_S", "make_scenario", "run", "time_replay"]
 
@@ -76,14 +85,34 @@ def _ops_in(scenario: Scenario) -> int:
     return count
 
 
-def time_replay(scenario: Scenario, runtime: str, repeats: int, seed: int = 0) -> dict[str, Any]:
-    """Replay ``scenario`` ``repeats`` times on ``runtime``; events/s median and range; raises if a run failed."""
+_AGREEMENT = "directory agreement at quiescence"
+
+
+@contextlib.contextmanager
+def _full_agreement() -> Iterator[None]:
+    """Register the every-line agreement check under the invariant's name for a baseline run, then restore."""
+    from gliding_actors.coherence._scenario import _agreement, agreement_everywhere
+
+    invariant(_AGREEMENT)(agreement_everywhere)
+    try:
+        yield
+    finally:
+        invariant(_AGREEMENT)(_agreement)
+
+
+def time_replay(
+    scenario: Scenario, runtime: str, repeats: int, seed: int = 0, *, full_agreement: bool = False
+) -> dict[str, Any]:
+    """Replay ``scenario`` ``repeats`` times on ``runtime``; events/s median and range; raises if a run failed.
+
+    ``full_agreement``: the baseline, every line inspected after every step."""
     events = _ops_in(scenario)
     rates: list[float] = []
     messages = 0
     for k in range(repeats):
         start = time.perf_counter()
-        result = replay(scenario, seed=seed + k, runtime=runtime)
+        with _full_agreement() if full_agreement else contextlib.nullcontext():
+            result = replay(scenario, seed=seed + k, runtime=runtime)
         elapsed = time.perf_counter() - start
         if not result.ok:
             failure = result.failure
@@ -104,6 +133,7 @@ def time_replay(scenario: Scenario, runtime: str, repeats: int, seed: int = 0) -
 #: where a replay's time goes: (label, file suffix, function) whose cumulative time the profile reports
 _PARTS: tuple[tuple[str, str, str], ...] = (
     ("invariant_checks", "scenario/_invariants.py", "run_invariants"),
+    ("agreement_check", "coherence/_scenario.py", "_agreement"),
     ("hyperspace_service", "hyperspace/_service.py", "receive"),
     ("context_assembly", "context/_service.py", "receive"),
     ("simulator_delivery", "runtime/_sim.py", "step"),
@@ -147,15 +177,19 @@ def run(
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
         scenario, info = make_scenario(n, tmp)
         sim = time_replay(scenario, "sim", sim_repeats)
+        baseline = time_replay(scenario, "sim", 1, full_agreement=True)
         threads = time_replay(scenario, "threads", thr_repeats)
         where = profile_replay(scenario)
     return {
         "suite": "replay",
         **info,
         "sim": sim,
+        "sim_full_agreement": baseline,
+        "agreement_speedup": round(sim["events_per_s"] / baseline["events_per_s"], 2),
         "threads": threads,
         "target_sim_events_per_s": TARGET_SIM_EVENTS_PER_S,
         "sim_target_met": sim["events_per_s"] >= TARGET_SIM_EVENTS_PER_S,
+        "sim_share_of_target": round(sim["events_per_s"] / TARGET_SIM_EVENTS_PER_S, 4),
         "sim_messages_per_event": round(sim["protocol_messages"] / sim["events"], 1),
         "where_time_goes_sim": where,
     }

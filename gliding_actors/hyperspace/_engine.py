@@ -381,6 +381,7 @@ class HyperspaceEngine:
         allow = self.candidates(filters, graphs)
         if allow is not None and visible is not None:
             allow = {i for i in allow if visible(i)}
+            visible = None  # ``allow`` holds only visible nodes now: asking again per ranking only cost time
         if allow is not None and not allow:
             return []
 

@@ -89,7 +89,11 @@ class HyperspaceService:
         self._pending_l0: set[str] = set()
         #: archive IRIs already indexed (they never change)
         self._archives: set[str] = set()
-        self._structure_dirty = True
+        #: typed-node / subClassOf writes indexed since the Poincaré model was last brought up to date
+        #: (a search retrains only from ``structure_refresh_after`` of them: see :meth:`refresh_structure`)
+        self.structure_changes = 0
+        #: no refresh since open: the first search brings a loaded (or absent) model up to the graph
+        self._structure_unchecked = True
         mode = self.config.rebuilds
         self.threaded = mode == "thread" or (mode == "auto" and system.runtime.kind != "sim")
         self._jobs: queue.Queue[Any] = queue.Queue()
@@ -207,27 +211,45 @@ class HyperspaceService:
             iri, value, version=version, tags=tags, graph=graph, importance=importance, source=source
         )
         if doc.types or "subClassOf" in value:
-            self._structure_dirty = True
+            self.structure_changes += 1
         return 1
 
     def _new_archives(self) -> set[str]:
         return set(self._system.l0.query_iris(prefix=ARCHIVE_PREFIX)) - self._archives
 
     # -- structure (the Poincaré model of the type hierarchy) ----------------------------------
-    def refresh_structure(self) -> None:
-        """Bring the Poincaré model up to the graph's hierarchy (incremental when it only grew)."""
-        if not self._structure_dirty or self.config.w_structure <= 0:
-            return
-        self._structure_dirty = False
+    def refresh_structure(self, *, force: bool = False) -> bool:
+        """Bring the Poincaré model up to the graph's hierarchy (incremental when it only grew); True if it ran.
+
+        Off the search path in all but name: retraining costs tens of
+        milliseconds, and a team writes typed nodes between almost every two
+        searches, so a search retrains only when there is no model yet, on the
+        first search after open, or once ``structure_refresh_after`` typed-node
+        (or ``subClassOf``) writes have accumulated — a count of writes, not a
+        timer, so the simulator stays deterministic. Until then a search ranks
+        with a model that lacks at most ``structure_refresh_after - 1`` such
+        writes: a node it lacks sits at its ``@type``'s point when the type is
+        known, a class it lacks cannot be an anchor. ``force`` (the actor's
+        ``refresh_structure`` request) retrains whatever the count.
+        """
+        if self.config.w_structure <= 0:
+            return False
+        if not (self._structure_unchecked or self.structure_changes):
+            return False
+        due = self._structure_unchecked or self.engine.structure is None
+        if not (force or due or self.structure_changes >= self.config.structure_refresh_after):
+            return False
+        self._structure_unchecked = False
+        self.structure_changes = 0
         try:
             from gliding_actors.hyperspace._poincare import PoincareEmbedding, hierarchy_edges
         except ImportError:  # pragma: no cover - the module ships with the package
-            return
+            return False
         system = self._system
         edges = hierarchy_edges(system.graph)
         if not edges:
             self.engine.structure = None
-            return
+            return True
         model = self.engine.structure
         if model is None or not set(model.edges()).issubset(edges):
             model = PoincareEmbedding(self.config.structure_dim, seed=0)
@@ -235,6 +257,18 @@ class HyperspaceService:
         else:
             model.update(edges)
         self.engine.structure = model
+        return True
+
+    def submit_refresh_structure(self) -> Future[bool]:
+        """Recall dirty lines, catch up and retrain the Poincaré model now, whatever the staleness count
+        (True if it retrained: False when no typed write changed since the last time)."""
+        system = self._system
+
+        def ask(_moved: int) -> Future[bool]:
+            future: Future[bool] = system.runtime.lookup(HYPERSPACE_ACTOR).ask({"t": "refresh_structure"})
+            return future
+
+        return ChainedFuture(system.submit_recall(), ask)
 
     # -- search ------------------------------------------------------------------------------
     def submit_search(
@@ -270,11 +304,22 @@ class HyperspaceService:
             # about the default graph; lines must also be readable where they are.
             graphs = [*permissions.readable_graphs(role, sorted({d.graph for d in engine.docs.values()})), ARCHIVE_GRAPH]
 
+            # one permission answer per named graph and search: the search answers as of one moment of the matrix
+            readable: dict[str, bool] = {}
+
+            def may(graph: str) -> bool:
+                answer = readable.get(graph)
+                if answer is None:
+                    answer = readable[graph] = permissions.allowed(role, graph, "read")
+                return answer
+
+            line_graph = system.line_graphs.graph_of
+
             def visible_fn(iri: str) -> bool:
                 doc = engine.docs.get(iri)
-                if doc is None or not system.may_read(role, iri):
+                if doc is None or not may(line_graph(iri)):  # MemorySystem.may_read, per graph
                     return False
-                return doc.source != "line" or permissions.allowed(role, doc.graph, "read")
+                return doc.source != "line" or may(doc.graph)
 
             visible = visible_fn
         hits = engine.search(str(request["text"]), int(request["k"]), filters, graphs=graphs, visible=visible)
@@ -417,7 +462,8 @@ class _Marker:
 
 
 class HyperspaceActor:
-    """Behaviour of ``hyperspace``: ``line.changed`` events, ``search``, ``catch_up``, ``stats``."""
+    """Behaviour of ``hyperspace``: ``line.changed`` events, ``search``, ``catch_up``, ``stats``, and
+    ``refresh_structure`` (catch up, then retrain the Poincaré model now, whatever the staleness count)."""
 
     def __init__(self, service: HyperspaceService) -> None:
         self._service = service
@@ -438,6 +484,9 @@ class HyperspaceActor:
             return service.search_now(message)
         if kind == "catch_up":
             return service.catch_up(strict=True)
+        if kind == "refresh_structure":
+            service.catch_up(strict=True)
+            return service.refresh_structure(force=True)
         if kind == "stats":
             return service.stats()
         raise InvalidInput(f"unknown hyperspace request {message!r}")

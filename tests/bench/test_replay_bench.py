@@ -41,8 +41,14 @@ def test_suite_is_registered_and_replays_the_converted_trace_on_both_runtimes() 
     assert report["sim"]["protocol_messages"] > 0
     assert report["sim_messages_per_event"] == round(report["sim"]["protocol_messages"] / 120, 1)
     assert report["sim_target_met"] == (report["sim"]["events_per_s"] >= 20_000)
+    assert report["sim_share_of_target"] == round(report["sim"]["events_per_s"] / 20_000, 4)
+    # the same-run baseline: every line inspected after every step, the same ops replayed and checked
+    baseline = report["sim_full_agreement"]
+    assert baseline["events"] == 120 and baseline["events_per_s"] > 0
+    assert report["agreement_speedup"] == round(report["sim"]["events_per_s"] / baseline["events_per_s"], 2)
     shares = report["where_time_goes_sim"]["share_of_time"]
-    assert set(shares) == {"invariant_checks", "hyperspace_service", "context_assembly", "simulator_delivery"}
+    assert set(shares) == {"invariant_checks", "agreement_check", "hyperspace_service", "context_assembly",
+                           "simulator_delivery"}
     assert all(0 < share <= 1.0 for share in shares.values())  # each part ran, under one replay call
     json.dumps(report)  # the CLI prints it as JSON
 
