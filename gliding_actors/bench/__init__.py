@@ -28,6 +28,8 @@ SUITES: dict[str, str] = {
     "tokens": "gliding_actors.bench._tokens",
     "replay": "gliding_actors.bench._replay",
     "profile": "gliding_actors.bench._profile",
+    # needs the ray extra: a two-node Ray cluster on 127.0.0.1 (docs/SCALING.md)
+    "scaling": "gliding_actors.bench._scaling",
     "team": "gliding_actors.bench._team",
 }
 

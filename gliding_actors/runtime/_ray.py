@@ -44,8 +44,9 @@ from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput
 from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, describe_exception
 from gliding_actors.runtime._future import ThreadFuture
 from gliding_actors.runtime._interface import Behaviour, Message
+from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection, connect, import_ray
 
-__all__ = ["RayRuntime", "decode_reply", "encode_reply", "import_ray", "node_affinity", "pack", "unpack"]
+__all__ = ["RayRuntime", "decode_reply", "encode_reply", "node_affinity", "pack", "unpack"]
 
 log = logging.getLogger("gliding_actors.runtime.ray")
 
@@ -55,15 +56,6 @@ _DRIVER = "@driver:"
 _TIMER = "@timer"
 #: how long a name found missing counts as missing before it is looked up again
 _MISSING_TTL_S = 1.0
-
-
-def import_ray() -> Any:
-    """Ray, or an error saying exactly what to install."""
-    try:
-        # through importlib: typed Any, so the package type-checks with or without the extra
-        return importlib.import_module("ray")
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise InvalidInput("the ray runtime needs Ray: pip install 'gliding-actors[ray]'") from exc
 
 
 def node_affinity(node_id: str) -> Any:
@@ -279,10 +271,15 @@ class _Ref:
 class RayRuntime:
     """Actors on a Ray cluster: an existing one by ``address``, else a local one.
 
+    ``address`` (``"host:port"`` of a cluster's GCS) joins that cluster as a
+    driver pinned to ``node_ip``, so Ray never swaps a loopback address for the
+    machine's external one (see :mod:`gliding_actors.runtime._ray_cluster`);
+    without it a one-node :class:`LocalRayCluster` on 127.0.0.1 is started and
+    stopped with the runtime. A process already connected to Ray (e.g. by
+    :func:`~gliding_actors.runtime._ray_cluster.connect`) is used as it is.
     ``namespace`` scopes actor names (two systems on one cluster do not see
-    each other's actors); ``node_ip`` pins the address this driver uses, so Ray
-    never picks the machine's external interface by itself. ``placement`` of
-    :meth:`spawn` names a Ray node id to run an actor on.
+    each other's actors). ``placement`` of :meth:`spawn` names the Ray node an
+    actor runs on.
     """
 
     kind = "ray"
@@ -306,18 +303,18 @@ class RayRuntime:
         self._spawn_timeout_s = spawn_timeout_s
         self._namespace = namespace or f"gliding-{uuid.uuid4().hex[:12]}"
         self._sender = f"{_DRIVER}{uuid.uuid4().hex}"
-        self._owns_ray = False
+        self._cluster: LocalRayCluster | None = None
+        self._connection: RayConnection | None = None
         if not ray.is_initialized():
-            options: dict[str, Any] = {
-                "_node_ip_address": node_ip,
-                "include_dashboard": False,
-                "log_to_driver": False,
-                "configure_logging": False,
-            }
-            if address is not None:
-                options["address"] = address
-            ray.init(**options)
-            self._owns_ray = True
+            if address is None:
+                self._cluster = LocalRayCluster(nodes=1, host=node_ip).start()
+            try:
+                target: LocalRayCluster | str = self._cluster if self._cluster is not None else str(address)
+                self._connection = connect(target, namespace=self._namespace, host=node_ip)
+            except BaseException:
+                if self._cluster is not None:
+                    self._cluster.stop()
+                raise
         self._handles: dict[str, Any] = {}
         self._dead: set[str] = set()
         self._out: dict[str, int] = {}
@@ -429,8 +426,10 @@ class RayRuntime:
             names = list(self._handles)
         for name in names:
             self.stop(name)
-        if self._owns_ray:
-            self._ray.shutdown()
+        if self._connection is not None:
+            self._connection.close()
+        if self._cluster is not None:
+            self._cluster.stop()
 
     def node_ids(self) -> list[str]:
         """The cluster's live node ids (for ``spawn(..., placement=...)``)."""

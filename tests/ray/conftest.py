@@ -1,0 +1,35 @@
+"""Fixtures of the Ray tests: a real two-node cluster on loopback (issue 12).
+
+The cluster is started by :class:`LocalRayCluster` (each node a ``ray start``
+in its own session, every port pinned, every address 127.0.0.1) and stopped by
+the process ids it recorded — never ``ray stop``, which would end every Ray
+process on the machine, other people's included. Starting one takes seconds, so
+a test module shares one. These tests carry the ``ray`` marker: the default run
+leaves them out and CI runs them as their own step (``pytest -m ray tests/ray``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection, connect
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[LocalRayCluster]:
+    """Two Ray nodes (head + one) for one test module, stopped by pid after it."""
+    pytest.importorskip("ray")
+    with LocalRayCluster(nodes=2, cpus_per_node=1, timeout_s=120.0) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def ray_driver(ray_cluster: LocalRayCluster) -> Iterator[RayConnection]:
+    """This test process connected to ``ray_cluster`` as its Ray driver."""
+    conn = connect(ray_cluster, namespace="tests-ray")
+    try:
+        yield conn
+    finally:
+        conn.close()

@@ -1,0 +1,240 @@
+"""The runtime interface on Ray behaves as on threads and sim (tests/runtime/test_runtime_backends.py).
+
+Every test runs on a real Ray cluster on loopback (the ``ray_runtime``
+fixture, tests/ray/conftest.py); the behaviours are the ones the other
+backends' contract tests use, shipped to Ray workers by value.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from gliding_actors.errors import ActorCrashed, ActorUnavailable, ConflictError, InvalidInput, Timeout  # noqa: E402
+from gliding_actors.runtime import DEFERRED, Context, create_runtime  # noqa: E402
+from gliding_actors.runtime._ray import RayRuntime, decode_reply, encode_reply  # noqa: E402
+from gliding_actors.runtime._ray_cluster import LocalRayCluster, foreign_sockets  # noqa: E402
+from tests.runtime import test_runtime_backends as contract  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+ray.cloudpickle.register_pickle_by_value(contract)
+
+
+class Ordered:
+    """Remembers every message in arrival order: FIFO per pair is visible here."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def receive(self, message: Any, ctx: Context) -> Any:
+        if message == "seen":
+            return list(self.seen)
+        self.seen.append(message)
+        return None
+
+
+class Relay:
+    """Forwards numbered messages to ``Ordered`` (actor-to-actor FIFO) and
+    answers a 'wait' from a later message (a reply crossing processes)."""
+
+    def __init__(self) -> None:
+        self.parked: list[Any] = []
+
+    def receive(self, message: Any, ctx: Context) -> Any:
+        if message["t"] == "burst":
+            for i in range(message["n"]):
+                ctx.send("ordered", {"from": "relay", "i": i})
+            return message["n"]
+        if message["t"] == "wait":
+            self.parked.append(ctx.defer_reply())
+            return DEFERRED
+        if message["t"] == "release":
+            for token in self.parked:
+                ctx.resolve(token, {"released": True, "tuple": (1, 2)})
+            count, self.parked = len(self.parked), []
+            return count
+        if message["t"] == "arm":
+            ctx.schedule(message["delay"], {"t": "fired"})
+            return None
+        if message["t"] == "fired":
+            ctx.send("ordered", "timer fired")
+            return None
+        if message["t"] == "unsendable":
+            return {"a set": {1, 2}}
+        raise InvalidInput(f"unknown {message['t']}", path=("t",))
+
+
+ray.cloudpickle.register_pickle_by_value(__import__(__name__))
+
+
+def eventually(check: Callable[[], bool], within: float = 20.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def ray_runtime(ray_cluster: LocalRayCluster) -> Any:
+    """A driver on the module's two-node cluster (tests/ray/conftest.py), pinned to 127.0.0.1."""
+    runtime = RayRuntime(ray_cluster.address, ask_timeout_s=30.0)
+    yield runtime
+    runtime.shutdown()
+
+
+@pytest.fixture
+def rt(ray_runtime: RayRuntime) -> RayRuntime:
+    """The module's runtime, with every actor a test spawned stopped after it."""
+    return ray_runtime
+
+
+@pytest.fixture(autouse=True)
+def _stop_spawned(ray_runtime: RayRuntime) -> Any:
+    yield
+    for name in ("counter", "sup", "deferring", "ordered", "relay", "timed"):
+        ray_runtime.stop(name)
+
+
+def test_ask_refusal_and_the_same_error_class(rt: RayRuntime) -> None:
+    ref = rt.spawn("counter", contract.Counter)
+    assert ref.ask({"t": "add", "n": 2}).get(20) == 2
+    assert rt.lookup("counter").ask({"t": "add", "n": 3}).get(20) == 5
+    with pytest.raises(ConflictError, match="negative"):
+        ref.ask({"t": "add", "n": -1}).get(20)
+    assert ref.ask({"t": "get"}).get(20) == 5  # the refusal changed nothing
+    assert ref.is_alive()
+
+
+def test_crash_fails_the_asker_notifies_the_supervisor_and_frees_the_name(rt: RayRuntime) -> None:
+    supervisor = rt.spawn("sup", contract.Recorder)
+    ref = rt.spawn("counter", contract.Counter, supervisor="sup")
+    with pytest.raises(ActorCrashed) as info:
+        ref.ask({"t": "boom"}).get(20)
+    assert info.value.actor == "counter" and "RuntimeError: kaboom" in info.value.cause
+    eventually(lambda: bool(supervisor.ask("seen").get(20)))
+    assert supervisor.ask("seen").get(20) == [
+        {"type": "actor.failed", "actor": "counter", "error": "RuntimeError: kaboom", "restarted": False}
+    ]
+    started = time.monotonic()
+    with pytest.raises(ActorUnavailable):
+        ref.ask({"t": "get"}).get(20)
+    with pytest.raises(ActorUnavailable):
+        rt.lookup("counter")
+    assert time.monotonic() - started < 1.0, "a crashed actor must refuse at once, not hang"
+    assert not ref.is_alive()
+
+
+def test_restart_rebuilds_from_the_factory_in_the_worker(rt: RayRuntime) -> None:
+    rt.spawn("sup", contract.Recorder)
+    ref = rt.spawn("counter", contract.Counter, supervisor="sup", restart=True)
+    ref.ask({"t": "add", "n": 7}).get(20)
+    with pytest.raises(ActorCrashed):
+        ref.ask({"t": "boom"}).get(20)
+    assert ref.ask({"t": "get"}).get(20) == 0
+
+
+def test_deferred_replies_crashes_and_stop_fail_every_open_ask(rt: RayRuntime) -> None:
+    ref = rt.spawn("deferring", contract.Deferring)
+    waiting = [ref.ask({"t": "wait"}) for _ in range(3)]
+    assert ref.ask({"t": "release"}).get(20) == 3
+    assert all(f.get(20).startswith("released ") for f in waiting)
+    doomed = [ref.ask({"t": "wait"}) for _ in range(2)]
+    with pytest.raises(ActorCrashed):
+        ref.ask({"t": "boom"}).get(20)
+    for future in doomed:
+        with pytest.raises(ActorCrashed):
+            future.get(20)
+    ref = rt.spawn("deferring", contract.Deferring)  # the name is free again
+    pending = ref.ask({"t": "wait"})
+    with pytest.raises(Timeout):
+        pending.get(0.3)  # never a hang: every wait has a timeout
+    rt.stop("deferring")
+    with pytest.raises(ActorUnavailable):
+        pending.get(20)
+    with pytest.raises(ActorUnavailable):
+        ref.ask({"t": "wait"}).get(20)
+
+
+def test_fifo_per_pair_from_the_driver_and_between_actors(rt: RayRuntime) -> None:
+    """Ray does not promise call order to an async actor; the sequence numbers do."""
+    ordered = rt.spawn("ordered", Ordered)
+    relay = rt.spawn("relay", Relay)
+    for i in range(300):
+        ordered.tell({"from": "driver", "i": i})
+    assert relay.ask({"t": "burst", "n": 300}).get(20) == 300
+    eventually(lambda: len(ordered.ask("seen").get(20)) == 600)
+    seen = ordered.ask("seen").get(20)
+    for source in ("driver", "relay"):
+        numbers = [m["i"] for m in seen if m["from"] == source]
+        assert numbers == list(range(300)), f"{source}'s messages arrived out of order"
+    assert rt.status("ordered")["held"] == 0
+
+
+def test_msgpack_on_the_wire_replies_and_errors(rt: RayRuntime) -> None:
+    relay = rt.spawn("relay", Relay)
+    parked = relay.ask({"t": "wait"})
+    assert relay.ask({"t": "release"}).get(20) == 1
+    assert parked.get(20) == {"released": True, "tuple": [1, 2]}  # msgpack: a tuple comes back a list
+    with pytest.raises(InvalidInput, match="msgpack") as refused:
+        relay.ask({"t": "unsendable"}).get(20)
+    assert relay.is_alive()
+    with pytest.raises(InvalidInput) as info:
+        relay.ask({"t": "nope"}).get(20)
+    assert info.value.path == ("t",) or list(info.value.path) == ["t"]  # attributes cross too
+    with pytest.raises(InvalidInput, match="msgpack"):
+        relay.ask({"t": "burst", "n": object()}).get(20)  # refused before anything is sent
+    assert refused.value is not None
+
+
+def test_timers_fire_on_the_system_clock_in_the_worker(rt: RayRuntime) -> None:
+    ordered = rt.spawn("ordered", Ordered)
+    relay = rt.spawn("relay", Relay)
+    relay.ask({"t": "arm", "delay": 0.05}).get(20)
+    eventually(lambda: ordered.ask("seen").get(20) == ["timer fired"])
+
+
+def test_names_and_spawn_errors_are_typed(rt: RayRuntime) -> None:
+    with pytest.raises(ActorUnavailable):
+        rt.lookup("nobody")
+    with pytest.raises(InvalidInput):
+        rt.spawn("@driver", contract.Counter)
+    rt.spawn("counter", contract.Counter)
+    with pytest.raises(InvalidInput, match="already running"):
+        rt.spawn("counter", contract.Counter)
+
+
+def test_placement_pins_an_actor_to_a_node_and_nothing_leaves_loopback(
+    rt: RayRuntime, ray_cluster: LocalRayCluster
+) -> None:
+    nodes = rt.node_ids()
+    assert sorted(nodes) == sorted(ray_cluster.node_ids())
+    assert len(nodes) == 2
+    for node in nodes:
+        ref = rt.spawn("counter", contract.Counter, placement=node)
+        assert ref.ask({"t": "add", "n": 1}).get(20) == 1
+        rt.stop("counter")
+    # pids() rescans /proc, so the workers Ray started for these actors are included
+    assert foreign_sockets(ray_cluster.pids()) == []
+
+
+def test_the_wire_codec_round_trips_errors_as_the_same_class() -> None:
+    crash = ActorCrashed("dir:0", "KeyError: 'x'")
+    with pytest.raises(ActorCrashed) as info:
+        decode_reply(encode_reply(False, crash))
+    assert (info.value.actor, info.value.cause) == ("dir:0", "KeyError: 'x'")
+    with pytest.raises(ActorCrashed, match="ValueError"):
+        decode_reply(encode_reply(False, ValueError("not ours")))
+    assert decode_reply(encode_reply(True, {"k": [1, "two", None]})) == {"k": [1, "two", None]}
+
+
+def test_a_virtual_clock_is_refused() -> None:
+    from gliding_actors.clock import VirtualClock
+
+    with pytest.raises(InvalidInput, match="system clock"):
+        create_runtime("ray", clock=VirtualClock())
