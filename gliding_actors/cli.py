@@ -85,10 +85,16 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     bench = sub.add_parser("bench", help="run a benchmark suite (ratios against a same-run baseline)")
-    bench.add_argument("suite", help="suite name; 'list' shows them")
+    bench.add_argument("suite", help="suite name; 'list' shows them; 'all' runs every one; 'render REPORT.json' rebuilds the docs")
+    bench.add_argument("report", nargs="?", default=None, metavar="REPORT.json", help="render: the report of a bench all run")
+    bench.add_argument("--out", default=None, metavar="REPORT.json", help="all: write the JSON report here; profile: the Markdown (docs/PROFILE.md)")
+    bench.add_argument("--docs", default=None, metavar="PATH", help="all, render: write the benchmarks doc here")
+    bench.add_argument("--only", default=None, metavar="A,B", help="all: run only these entries")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     bench.add_argument("--data", default=None, help="input data of a suite that reads some (context: a LoCoMo-format file)")
+    bench.add_argument("--agents", type=int, default=None, metavar="N", help="profile: agents of the team workload")
+    bench.add_argument("--ops", type=int, default=None, metavar="N", help="profile: ops of the team workload")
     bench.add_argument(
         "--embedder",
         default=None,
@@ -104,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]  # bench all records the exact command
     if args.command == "replay":
         return _replay(args)
     if args.command == "demo":
@@ -367,12 +374,21 @@ def _bench(args: argparse.Namespace) -> int:
         for name in SUITES:
             print(name)
         return EXIT_OK
+    if args.suite in ("all", "render"):  # bench all / bench render (docs/BENCHMARKS.md)
+        from gliding_actors.bench._cli import bench_all, bench_render
+
+        return bench_all(args) if args.suite == "all" else bench_render(args)
+    if args.report is not None:
+        print(f"gliding-actors bench {args.suite}: unexpected argument {args.report!r}", file=sys.stderr)
+        return EXIT_INVALID
     if args.suite not in SUITES:
         print(f"gliding-actors bench: unknown suite {args.suite!r}; suites: {', '.join(SUITES)}", file=sys.stderr)
         return EXIT_INVALID
     run = load_suite(args.suite)
     try:
         options = {k: v for k, v in (("data", args.data), ("embedder", args.embedder)) if v is not None}
+        if args.suite == "profile":  # bench profile --agents N --ops N --out docs/PROFILE.md
+            options.update({k: v for k, v in (("agents", args.agents), ("ops", args.ops), ("out", args.out)) if v is not None})
         report = run(args.quick, **options)
     except GlidingError as exc:  # e.g. bench context without its data file
         print(f"gliding-actors bench {args.suite}: {exc}", file=sys.stderr)

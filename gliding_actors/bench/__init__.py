@@ -3,6 +3,9 @@
 Each suite is a module ``gliding_actors.bench._<suite>`` with a function
 ``run(quick: bool) -> dict[str, Any]`` returning one flat-ish JSON object whose
 figures are measured against a baseline in the same process (ratios, medians).
+``gliding-actors bench all`` runs them all into one report and regenerates
+docs/BENCHMARKS.md from it (:mod:`gliding_actors.bench._all`, ``_report``,
+targets in ``_targets``).
 """
 
 from __future__ import annotations
