@@ -295,5 +295,20 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
         Figure("sim.events", "events replayed", "events"),
         Figure("sim_messages_per_event", "protocol messages per event on sim", "msgs"),
     ),
-    "scaling": (),
+    "scaling": (
+        *(
+            Figure(f"ray.{n}.ops_per_s", f"Ray, two nodes, {n} directory shard{'s' if n > 1 else ''}", "ops/s",
+                   f"threads.{n}.ops_per_s", "threads runtime, same workload and shards", ratio=f"ray.{n}.vs_threads")
+            for n in (1, 2, 4)
+        ),
+        *(
+            Figure(f"ray.{n}.miss_p50_us", f"Ray, {n} shard{'s' if n > 1 else ''}: read miss p50", "µs",
+                   f"threads.{n}.miss_p50_us", "threads runtime")
+            for n in (1, 2, 4)
+        ),
+        Figure("ray.1.cpu_ms_per_op", "CPU per op on Ray (the actors' processes, 1 shard)", "ms",
+               "threads.1.cpu_ms_per_op", "threads runtime (this process)"),
+        Figure("ray_call_rtt_p50_us", "plain Ray actor call round trip p50", "µs", "pykka_ask_rtt_p50_us", _PYKKA),
+        Figure("projection.ops_per_s", "projected at 100 nodes (docs/SCALING.md's arithmetic)", "ops/s"),
+    ),
 }
