@@ -29,8 +29,14 @@ from typing import Any
 
 from gliding_actors.clock import Clock, SystemClock
 from gliding_actors.coherence._cache import CacheController
-from gliding_actors.coherence._hosting import CacheActor, DirectoryActor, SnapshotBoard, cache_name, unpack_value
 from gliding_actors.coherence._home import LayeredHome
+from gliding_actors.coherence._hosting import (
+    CacheActor,
+    DirectoryActor,
+    SnapshotBoard,
+    cache_name,
+    unpack_value,
+)
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.errors import InvalidInput
 from gliding_actors.l0 import L0Store

@@ -372,11 +372,11 @@ class RayRuntime:
                 # a moment: end it for good and try again.
                 self._kill_by_name(name)
                 time.sleep(0.05)
-            except Exception as exc:  # noqa: BLE001 - pickling the factory: tell the user what failed
+            except Exception as exc:
                 raise InvalidInput(f"actor {name!r} cannot be sent to Ray: {describe_exception(exc)}") from exc
         try:
             ray.get(handle.start.remote(), timeout=self._spawn_timeout_s)
-        except Exception as exc:  # noqa: BLE001 - the factory or on_start failed in the worker
+        except Exception as exc:
             ray.kill(handle, no_restart=True)
             raise ActorUnavailable(f"actor {name!r} did not start: {describe_exception(exc)}") from exc
         with self._lock:

@@ -22,12 +22,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from gliding_actors.coherence._distributed import ShardRecipe, TeamMember  # noqa: E402
-from gliding_actors.coherence._hosting import cache_name  # noqa: E402
-from gliding_actors.coherence._messages import directory_shard  # noqa: E402
-from gliding_actors.errors import ActorUnavailable, GlidingError, Timeout  # noqa: E402
-from gliding_actors.runtime._ray import RayRuntime  # noqa: E402
-from gliding_actors.runtime._ray_cluster import LocalRayCluster  # noqa: E402
+from gliding_actors.coherence._distributed import ShardRecipe, TeamMember
+from gliding_actors.coherence._hosting import cache_name
+from gliding_actors.coherence._messages import directory_shard
+from gliding_actors.errors import ActorUnavailable, GlidingError, Timeout
+from gliding_actors.runtime._ray import RayRuntime
+from gliding_actors.runtime._ray_cluster import LocalRayCluster
 
 pytestmark = pytest.mark.ray
 

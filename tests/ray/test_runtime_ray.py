@@ -15,11 +15,17 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from gliding_actors.errors import ActorCrashed, ActorUnavailable, ConflictError, InvalidInput, Timeout  # noqa: E402
-from gliding_actors.runtime import DEFERRED, Context, create_runtime  # noqa: E402
-from gliding_actors.runtime._ray import RayRuntime, decode_reply, encode_reply  # noqa: E402
-from gliding_actors.runtime._ray_cluster import LocalRayCluster, foreign_sockets  # noqa: E402
-from tests.runtime import test_runtime_backends as contract  # noqa: E402
+from gliding_actors.errors import (
+    ActorCrashed,
+    ActorUnavailable,
+    ConflictError,
+    InvalidInput,
+    Timeout,
+)
+from gliding_actors.runtime import DEFERRED, Context, create_runtime
+from gliding_actors.runtime._ray import RayRuntime, decode_reply, encode_reply
+from gliding_actors.runtime._ray_cluster import LocalRayCluster, foreign_sockets
+from tests.runtime import test_runtime_backends as contract
 
 pytestmark = pytest.mark.ray
 
@@ -238,3 +244,38 @@ def test_a_virtual_clock_is_refused() -> None:
 
     with pytest.raises(InvalidInput, match="system clock"):
         create_runtime("ray", clock=VirtualClock())
+
+
+_LOCAL_RUN = """
+import json, os
+from gliding_actors.runtime._ray import RayRuntime
+from gliding_actors.runtime._ray_cluster import foreign_sockets
+import tests.runtime.test_runtime_backends as contract
+import ray
+ray_started = ray.is_initialized()
+rt = RayRuntime(ask_timeout_s=60.0)
+ray.cloudpickle.register_pickle_by_value(contract)
+ref = rt.spawn("counter", contract.Counter)
+answer = ref.ask({"t": "add", "n": 41}).get(60) + 1
+cluster_pids = rt._cluster.pids()
+foreign = foreign_sockets(cluster_pids)
+rt.shutdown()
+alive = [pid for pid in cluster_pids if os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] not in "ZX"]
+print(json.dumps({"before": ray_started, "answer": answer, "nodes": len(cluster_pids) > 0, "foreign": foreign, "alive": alive}))
+"""
+
+
+def test_without_an_address_the_runtime_starts_and_stops_its_own_loopback_cluster() -> None:
+    """One driver per process: this runs in a fresh interpreter, as a user's script would."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _LOCAL_RUN], cwd=root, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert outcome == {"before": False, "answer": 42, "nodes": True, "foreign": [], "alive": []}
