@@ -103,6 +103,17 @@ _CONTEXT_ACCURACY: dict[str, Target] = {
     "budgets.1000.margin_all": Target(">=", 0.05, 9, note="5 points over the better baseline"),
 }
 
+#: the context suite's rows, with the default embedder and with onnx alike
+_CONTEXT_FIGURES: tuple[Figure, ...] = (
+    Figure("budgets.1000.any", "any evidence turn cited, B = 1,000", "", "budgets.1000.baselines.bm25.any",
+           "BM25 over raw turns"),
+    Figure("budgets.1000.all", "all evidence turns cited, B = 1,000", "", "budgets.1000.baselines.bm25.all",
+           "BM25 over raw turns"),
+    Figure("budgets.1000.margin_any", "any: margin over the better baseline"),
+    Figure("budgets.1000.margin_all", "all: margin over the better baseline"),
+    Figure("budgets.1000.latency_p50_ms", "context p50, B = 1,000", "ms"),
+)
+
 TARGETS: dict[str, dict[str, Target]] = {
     "runtime": {
         "ask_rtt_ratio": Target("<=", 1.3, 2),
@@ -244,25 +255,8 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
                "gensim PoincareModel, same edges, dims, epochs"),
         Figure("poincare_mean_rank", "Poincaré mean rank", "", "gensim_mean_rank", "gensim"),
     ),
-    "context": (
-        Figure("budgets.1000.any", "any evidence turn cited, B = 1,000", "", "budgets.1000.baselines.bm25.any",
-               "BM25 over raw turns"),
-        Figure("budgets.1000.all", "all evidence turns cited, B = 1,000", "", "budgets.1000.baselines.bm25.all",
-               "BM25 over raw turns"),
-        Figure("budgets.1000.margin_any", "any: margin over the better baseline"),
-        Figure("budgets.1000.margin_all", "all: margin over the better baseline"),
-        Figure("budgets.1000.latency_p50_ms", "context p50, B = 1,000", "ms"),
-        Figure("budgets.1000.latency_p95_ms", "context p95, B = 1,000", "ms"),
-    ),
-    "context-onnx": (
-        Figure("budgets.1000.any", "any evidence turn cited, B = 1,000", "", "budgets.1000.baselines.bm25.any",
-               "BM25 over raw turns"),
-        Figure("budgets.1000.all", "all evidence turns cited, B = 1,000", "", "budgets.1000.baselines.bm25.all",
-               "BM25 over raw turns"),
-        Figure("budgets.1000.margin_any", "any: margin over the better baseline"),
-        Figure("budgets.1000.margin_all", "all: margin over the better baseline"),
-        Figure("budgets.1000.latency_p50_ms", "context p50, B = 1,000", "ms"),
-    ),
+    "context": (*_CONTEXT_FIGURES, Figure("budgets.1000.latency_p95_ms", "context p95, B = 1,000", "ms")),
+    "context-onnx": _CONTEXT_FIGURES,
     "reliability": (
         Figure("kills", "SIGKILLs survived"),
         Figure("lost_writes", "acknowledged writes lost"),

@@ -372,11 +372,11 @@ class RayRuntime:
                 # a moment: end it for good and try again.
                 self._kill_by_name(name)
                 time.sleep(0.05)
-            except Exception as exc:
+            except Exception as exc:  # pickling the factory failed: say what could not be sent
                 raise InvalidInput(f"actor {name!r} cannot be sent to Ray: {describe_exception(exc)}") from exc
         try:
             ray.get(handle.start.remote(), timeout=self._spawn_timeout_s)
-        except Exception as exc:
+        except Exception as exc:  # the factory or on_start failed in the worker
             ray.kill(handle, no_restart=True)
             raise ActorUnavailable(f"actor {name!r} did not start: {describe_exception(exc)}") from exc
         with self._lock:

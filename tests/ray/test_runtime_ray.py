@@ -32,21 +32,8 @@ pytestmark = pytest.mark.ray
 ray.cloudpickle.register_pickle_by_value(contract)
 
 
-class Ordered:
-    """Remembers every message in arrival order: FIFO per pair is visible here."""
-
-    def __init__(self) -> None:
-        self.seen: list[Any] = []
-
-    def receive(self, message: Any, ctx: Context) -> Any:
-        if message == "seen":
-            return list(self.seen)
-        self.seen.append(message)
-        return None
-
-
 class Relay:
-    """Forwards numbered messages to ``Ordered`` (actor-to-actor FIFO) and
+    """Forwards numbered messages to ``ordered`` (actor-to-actor FIFO) and
     answers a 'wait' from a later message (a reply crossing processes)."""
 
     def __init__(self) -> None:
@@ -169,7 +156,7 @@ def test_deferred_replies_crashes_and_stop_fail_every_open_ask(rt: RayRuntime) -
 
 def test_fifo_per_pair_from_the_driver_and_between_actors(rt: RayRuntime) -> None:
     """Ray does not promise call order to an async actor; the sequence numbers do."""
-    ordered = rt.spawn("ordered", Ordered)
+    ordered = rt.spawn("ordered", contract.Recorder)  # keeps every message in arrival order
     relay = rt.spawn("relay", Relay)
     for i in range(300):
         ordered.tell({"from": "driver", "i": i})
@@ -199,7 +186,7 @@ def test_msgpack_on_the_wire_replies_and_errors(rt: RayRuntime) -> None:
 
 
 def test_timers_fire_on_the_system_clock_in_the_worker(rt: RayRuntime) -> None:
-    ordered = rt.spawn("ordered", Ordered)
+    ordered = rt.spawn("ordered", contract.Recorder)  # keeps every message in arrival order
     relay = rt.spawn("relay", Relay)
     relay.ask({"t": "arm", "delay": 0.05}).get(20)
     eventually(lambda: ordered.ask("seen").get(20) == ["timer fired"])
