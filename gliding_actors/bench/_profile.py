@@ -82,6 +82,39 @@ VERDICTS: dict[tuple[str, str], tuple[str, str]] = {
         "new, so it is embedded once (the embedding cache by text hash already spares re-written text).",
     ),
     ("hyperspace/_embedders.py", "embed_one"): ("explained", "the hash embedder (see `_features`)."),
+    ("context/_service.py", "_one_line"): (
+        "explained",
+        "every context candidate (chain turn, archived turn) is rendered as the one prompt line it would be, "
+        "whitespace collapsed by a regex, because packing by marginal gain per token needs each line's token "
+        "count before choosing; rendering only the chosen lines would need a token estimate from the raw text.",
+    ),
+    ("l1/_session.py", "line_changed"): (
+        "explained",
+        "L1 marking the turns that cite a line stale when the line changes (the `line.changed` bus event): a scan "
+        "of the agent's chain per event, linear in the chain (bounded by the token budget), per agent listening.",
+    ),
+    # built-ins, as pyinstrument and cProfile name them
+    ("<built-in>", "dict.get"): (
+        "explained",
+        "dictionary lookups spread over every layer; attributed to callers, the largest (the hash embedder's "
+        "feature table) is half a percent of the run.",
+    ),
+    ("~", "<method 'get' of 'dict' objects>"): ("explained", "dictionary lookups over every layer (see dict.get)."),
+    ("<built-in>", "dict.items"): (
+        "explained",
+        "iteration over dicts spread over the layers; attributed to callers, the largest (context assembly's "
+        "merge) is about a tenth of a percent.",
+    ),
+    ("~", "<method 'items' of 'dict' objects>"): ("explained", "dict iteration over every layer (see dict.items)."),
+    ("<built-in>", "dict.fromkeys"): (
+        "explained",
+        "mostly L2's JSON-LD to quads conversion (`l2/_jsonld.py` `to_quads`), deduplicating each written "
+        "value's quads in order before they replace the line's quads in the graph.",
+    ),
+    ("~", "<built-in method fromkeys>"): ("explained", "L2's quads deduplication (see dict.fromkeys)."),
+    ("<built-in>", "Pattern.sub"): ("explained", "the regex of `_one_line` (context candidates' prompt lines)."),
+    ("~", "<method 'sub' of 're.Pattern' objects>"): ("explained", "the regex of `_one_line` (see Pattern.sub)."),
+
     ("l0/_store.py", "retrieve"): (
         "explained",
         "L0 (LevelDB) reads: context assembly and the hyperspace catch-up read archived turns and home copies; "
@@ -261,6 +294,8 @@ def _rows_pyinstrument(module: Any, agents: int, ops: int) -> tuple[float, list[
     acc: dict[tuple[str, int, str], dict[str, Any]] = {}
 
     def walk(frame: Any, open_keys: frozenset[tuple[str, int, str]]) -> None:
+        if getattr(frame, "is_synthetic", False):
+            return  # a "[self]" child: its time is already in its parent's total_self_time
         key = (str(frame.file_path or "?"), int(frame.line_no or 0), str(frame.function or "?"))
         row = acc.setdefault(key, {"own_s": 0.0, "cum_s": 0.0, "calls": None})
         row["own_s"] += float(frame.total_self_time)

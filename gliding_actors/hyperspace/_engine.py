@@ -320,6 +320,10 @@ class HyperspaceEngine:
         for t in doc.types:
             _discard(self._by_type, short_type(t), iri)
 
+    def graphs(self) -> list[str]:
+        """The named graphs holding at least one document, sorted (kept by ``_link``: no scan)."""
+        return sorted(self._by_graph)
+
     # -- filters ----------------------------------------------------------------------------
     def candidates(self, filters: SearchFilters, graphs: Iterable[str] | None) -> set[str] | None:
         """The documents passing ``filters`` in ``graphs`` (None: every graph); None = every document."""

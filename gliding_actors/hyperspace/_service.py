@@ -302,7 +302,7 @@ class HyperspaceService:
             # L0-only nodes (L1 archives) follow Agent.reload's rule, "any agent
             # may reload any archive": their IRI is not a line, so may_read asks
             # about the default graph; lines must also be readable where they are.
-            graphs = [*permissions.readable_graphs(role, sorted({d.graph for d in engine.docs.values()})), ARCHIVE_GRAPH]
+            graphs = [*permissions.readable_graphs(role, engine.graphs()), ARCHIVE_GRAPH]
 
             # one permission answer per named graph and search: the search answers as of one moment of the matrix
             readable: dict[str, bool] = {}

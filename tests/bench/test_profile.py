@@ -45,7 +45,7 @@ def test_the_suite_profiles_the_team_workload_and_writes_the_hot_spots(tmp_path:
 
 def test_every_verdict_names_a_kind_and_a_reason() -> None:
     for (suffix, name), (verdict, why) in VERDICTS.items():
-        assert (suffix.endswith(".py") or suffix == "~") and name  # a file of ours, or a built-in
+        assert (suffix.endswith(".py") or suffix in ("~", "<built-in>")) and name  # ours, or a built-in (cProfile: ~)
         assert verdict in ("fixed", "explained") and len(why) > 20
 
 
@@ -66,3 +66,15 @@ def test_bad_sizes_are_refused_before_anything_runs(tmp_path: Path) -> None:
         with pytest.raises(InvalidInput):
             run(quick=True, out=out, **bad)
     assert not out.exists()
+
+
+def test_pyinstrument_rows_are_real_functions_whose_own_times_add_up() -> None:
+    """pyinstrument keeps self time in synthetic "[self]" children; counted as a
+    function of their own they once made one row of 100 % own time."""
+    module = pytest.importorskip("pyinstrument")
+    from gliding_actors.bench._profile import _rows_pyinstrument
+
+    _wall, rows = _rows_pyinstrument(module, 3, 60)
+    assert rows and not any(row["function"].startswith("[") for row in rows)
+    assert sum(row["own_share"] for row in rows) <= 1.0 + 1e-6
+    assert max(row["own_share"] for row in rows) < 0.5

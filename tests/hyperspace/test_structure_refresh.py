@@ -78,3 +78,21 @@ def test_the_bound_is_validated_like_every_setting() -> None:
     for bad in (0, -1, "3"):
         with pytest.raises(InvalidInput):
             MemorySystem.open(runtime="sim", config={"hyperspace": {"structure_refresh_after": bad}})
+
+
+def test_the_engine_knows_its_graphs_without_scanning_its_documents() -> None:
+    """A search asks which graphs hold documents; the answer is kept as documents come and go."""
+    from gliding_actors.config import Config
+    from gliding_actors.hyperspace._embedders import EmbedderChain, HashEmbedder
+    from gliding_actors.hyperspace._engine import HyperspaceEngine
+
+    config = Config().hyperspace
+    engine = HyperspaceEngine(config, EmbedderChain([HashEmbedder(config.hash_dim)]))
+    assert engine.graphs() == []
+    engine.upsert("n:a", {"summary": "one"}, version=1, graph="planning")
+    engine.upsert("n:b", {"summary": "two"}, version=1, graph="execution")
+    engine.upsert("n:c", {"summary": "three"}, version=1, graph="execution")
+    assert engine.graphs() == ["execution", "planning"]
+    engine.upsert("n:a", {"summary": "one, moved"}, version=2, graph="execution")  # a rewrite that moves graph
+    engine.remove("n:b")
+    assert engine.graphs() == ["execution"] == sorted({d.graph for d in engine.docs.values()})
