@@ -86,6 +86,17 @@ class L0Config:
     #: one batch (read by :class:`~gliding_actors.l0.L0Store`, as the default of
     #: its ``access_flush_every``).
     access_flush_every: int = dataclasses.field(default=1000, metadata=_range(1))
+    #: LevelDB's memory, set explicitly so it has a stated bound
+    #: (docs/RELIABILITY.md, "Memory over a soak"): writes gather in
+    #: a memtable of ``write_buffer_bytes`` (LevelDB holds two while one is
+    #: written out), read blocks stay in a block cache of ``block_cache_bytes``
+    #: (0: no cache), and at most ``max_open_files`` table files are kept open,
+    #: each with its index and Bloom filter in memory. Ranges are LevelDB's own.
+    write_buffer_bytes: int = dataclasses.field(default=4 * 1024 * 1024, metadata=_range(64 * 1024, 1 << 30))
+    block_cache_bytes: int = dataclasses.field(default=8 * 1024 * 1024, metadata=_range(0, 1 << 30))
+    max_open_files: int = dataclasses.field(default=1000, metadata=_range(74, 50_000))
+    #: Uncompressed bytes of data per table block (the unit the block cache holds).
+    block_size_bytes: int = dataclasses.field(default=4096, metadata=_range(1024, 4 * 1024 * 1024))
 
 
 @dataclasses.dataclass(frozen=True)

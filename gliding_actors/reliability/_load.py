@@ -39,12 +39,14 @@ from __future__ import annotations
 import os
 import random
 import resource
+import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, TypedDict
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from gliding_actors.agent import Agent
+from gliding_actors.config import Config
 from gliding_actors.errors import (
     ActorUnavailable,
     ConflictError,
@@ -54,6 +56,9 @@ from gliding_actors.errors import (
     Timeout,
 )
 from gliding_actors.reliability._lincheck import HistoryRecorder, Op, check_history, count_anomalies
+
+if TYPE_CHECKING:
+    from gliding_actors.system import MemorySystem
 
 __all__ = ["LOAD_FULL", "LOAD_QUICK", "LOAD_TEST", "LoadSize", "record_load", "rss_mb", "run_load", "run_soak"]
 
@@ -100,6 +105,18 @@ def _cache_lines(given: int | None, lines: int) -> int:
         return max(8, lines // 4)
     _check_sizes(cache_lines=given)
     return given
+
+
+def _team_config(config: Mapping[str, Any] | None, cache_lines: int) -> dict[str, Any]:
+    """``config`` (overrides of the defaults) with each agent cache holding ``cache_lines``."""
+    if config is None:
+        config = {}
+    if not isinstance(config, Mapping):
+        raise InvalidInput(f"config is a mapping of overrides, not {type(config).__name__}")
+    coherence = config.get("coherence", {})
+    if not isinstance(coherence, Mapping):
+        raise InvalidInput(f"config.coherence is a mapping, not {type(coherence).__name__}")
+    return {**config, "coherence": {**coherence, "cache_lines": cache_lines}}
 
 
 def _check_timeout(timeout_s: object) -> None:
@@ -220,8 +237,7 @@ def _worker(
         latency = time.perf_counter_ns() - started
         with counters.lock:
             counters.done += 1
-            if latency > counters.max_latency_ns:
-                counters.max_latency_ns = latency
+            counters.max_latency_ns = max(counters.max_latency_ns, latency)
 
 
 def _run_team(
@@ -233,17 +249,18 @@ def _run_team(
     seconds: float | None,
     recorder: HistoryRecorder | None,
     progress: Callable[[int], None] | None,
-    on_tick: Callable[[], None] | None,
+    on_tick: Callable[[MemorySystem], None] | None,
     tick_s: float,
     timeout_s: float,
     cache_lines: int,
+    config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Open a temporary memory, run the team to the end (ops or time), close it."""
     from gliding_actors.system import MemorySystem
 
     counters = _Counters()
     stop = threading.Event()
-    memory = MemorySystem.open(runtime="threads", config={"coherence": {"cache_lines": cache_lines}})
+    memory = MemorySystem.open(runtime="threads", config=_team_config(config, cache_lines))
     try:
         team = [memory.agent(f"load-{i}", ROLE_CYCLE[i % len(ROLE_CYCLE)]) for i in range(agents)]
         errors: list[BaseException] = []
@@ -278,7 +295,7 @@ def _run_team(
             if alive is not None:
                 alive.join(wait)
             if on_tick is not None:
-                on_tick()
+                on_tick(memory)
             with counters.lock:
                 done = counters.done
             if progress is not None and done != reported:
@@ -416,6 +433,25 @@ def run_load(
     }
 
 
+def _slope_mb_per_min(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of ``(seconds, MiB)`` points, in MiB per minute (0.0 if undefined)."""
+    if len(points) < 2:
+        return 0.0
+    mean_t = sum(t for t, _ in points) / len(points)
+    mean_v = sum(v for _, v in points) / len(points)
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    if var <= 0:
+        return 0.0
+    return sum((t - mean_t) * (v - mean_v) for t, v in points) / var * 60
+
+
+def _third_maxima(points: list[tuple[float, float]], span: float) -> tuple[float, float]:
+    """The largest value sampled in the first third of ``span`` and in the last third."""
+    first = [v for t, v in points if t <= span / 3] or [points[0][1]]
+    last = [v for t, v in points if t >= 2 * span / 3] or [points[-1][1]]
+    return max(first), max(last)
+
+
 def run_soak(
     *,
     seconds: float,
@@ -427,25 +463,42 @@ def run_soak(
     progress: Callable[[int], None] | None = None,
     timeout_s: float = 60.0,
     cache_lines: int | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the mixed load for ``seconds`` and sample the resident set size.
 
     The history is not kept (it would grow by itself); linearizability is
     :func:`run_load`'s job. Each agent cache holds a quarter of the
     ``lines`` (``cache_lines``, as in :func:`run_load`), so lines are evicted
-    and reloaded all the time.
+    and reloaded all the time. The memory runs on the default config, with
+    ``config``'s overrides if given (a mapping, as ``MemorySystem.open``
+    takes; checked before anything starts).
 
     **Bounded** means: the largest RSS sampled in the last third of the run
     is at most ``tolerance_pct`` percent above the largest sampled in the
     first third. The first third takes the warm-up (caches, node map, graph
     and LevelDB's memtable filling up to their limits); a leak proportional
     to the ops done shows as steady growth after it. ``slope_mb_per_min`` is
-    the least-squares slope over the last two thirds, for the record.
+    the least-squares slope over the last two thirds and
+    ``slope_last_half_mb_per_min`` over the last half, for the record: they
+    do not decide ``bounded``.
 
-    Returns ``{"seconds", "agents", "lines", "ops", "ops_per_s", "samples",
-    "rss_mb_start", "rss_mb_end", "rss_mb_max", "first_third_max_mb",
-    "last_third_max_mb", "growth_pct", "slope_mb_per_min", "bounded",
-    "untyped_errors", "unknown_outcome", "errors"}``.
+    Beside RSS each sample reads two parts of it, so that growth can be
+    told apart (docs/RELIABILITY.md, "Memory over a soak"): LevelDB's own
+    estimate of its memtables and block cache (:meth:`L0Store.memory_bytes`;
+    ``l0_cap_mb`` is the bound the config sets on it, twice
+    ``l0.write_buffer_bytes`` plus ``l0.block_cache_bytes``), and the number
+    of blocks Python's object allocator has handed out
+    (:func:`sys.getallocatedblocks`: the Python heap, in objects).
+
+    Returns ``{"seconds", "agents", "lines", "cache_lines", "ops",
+    "ops_per_s", "samples", "rss_mb_start", "rss_mb_end", "rss_mb_max",
+    "first_third_max_mb", "last_third_max_mb", "growth_pct",
+    "slope_mb_per_min", "slope_last_half_mb_per_min", "bounded",
+    "l0_cap_mb", "l0_first_third_max_mb", "l0_last_third_max_mb",
+    "l0_mb_max", "py_blocks_first_third_max", "py_blocks_last_third_max",
+    "series", "untyped_errors", "unknown_outcome", "errors"}``; ``series``
+    is every sample as ``[seconds, rss MiB, LevelDB MiB or None]``.
     """
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
         raise InvalidInput(f"seconds is a number > 0, not {seconds!r}")
@@ -454,15 +507,25 @@ def run_soak(
     _check_sizes(agents=agents, lines=lines)
     _check_timeout(timeout_s)
     capacity = _cache_lines(cache_lines, lines)
-    samples: list[tuple[float, float]] = []
+    Config.from_dict(_team_config(config, capacity))  # a bad override is refused before the soak begins
+    # (seconds since start, RSS MiB, LevelDB MiB or None when no memory is open, Python blocks)
+    samples: list[tuple[float, float, float | None, int]] = []
+    l0_cap = [0.0]
     begun = time.perf_counter()
-    samples.append((0.0, rss_mb()))
+    samples.append((0.0, rss_mb(), None, sys.getallocatedblocks()))
     next_sample = [begun + sample_every_s]
 
-    def tick() -> None:
+    def tick(memory: MemorySystem) -> None:
         now = time.perf_counter()
         if now >= next_sample[0]:
-            samples.append((now - begun, rss_mb()))
+            l0 = memory.l0
+            if not l0_cap[0]:
+                l0_cap[0] = (2 * l0.config.write_buffer_bytes + l0.config.block_cache_bytes) / 2**20
+            try:
+                l0_mb: float | None = l0.memory_bytes() / 2**20
+            except GlidingError:  # closed under us: the run is ending
+                l0_mb = None
+            samples.append((now - begun, rss_mb(), l0_mb, sys.getallocatedblocks()))
             next_sample[0] = now + sample_every_s
 
     team = _run_team(
@@ -477,21 +540,18 @@ def run_soak(
         tick_s=min(1.0, float(sample_every_s)),
         timeout_s=timeout_s,
         cache_lines=capacity,
+        config=config,
     )
-    samples.append((time.perf_counter() - begun, rss_mb()))
+    samples.append((time.perf_counter() - begun, rss_mb(), None, sys.getallocatedblocks()))
     span = samples[-1][0]
-    first = [rss for t, rss in samples if t <= span / 3] or [samples[0][1]]
-    last = [rss for t, rss in samples if t >= 2 * span / 3] or [samples[-1][1]]
-    first_max, last_max = max(first), max(last)
+    rss = [(t, r) for t, r, _, _ in samples]
+    first_max, last_max = _third_maxima(rss, span)
     growth = (last_max - first_max) / first_max * 100 if first_max > 0 else 0.0
-    tail = [(t, rss) for t, rss in samples if t >= span / 3]
-    slope = 0.0
-    if len(tail) >= 2:
-        mean_t = sum(t for t, _ in tail) / len(tail)
-        mean_r = sum(r for _, r in tail) / len(tail)
-        var = sum((t - mean_t) ** 2 for t, _ in tail)
-        if var > 0:
-            slope = sum((t - mean_t) * (r - mean_r) for t, r in tail) / var * 60
+    l0 = [(t, m) for t, _, m, _ in samples if m is not None]
+    l0_first, l0_last = _third_maxima(l0, span) if l0 else (0.0, 0.0)
+    # the Python heap is read only while the memory is open: the last sample is after close
+    blocks = [(t, float(b)) for t, _, m, b in samples if m is not None]
+    blocks_first, blocks_last = _third_maxima(blocks, span) if blocks else (0.0, 0.0)
     return {
         "seconds": round(span, 1),
         "agents": agents,
@@ -502,12 +562,20 @@ def run_soak(
         "samples": len(samples),
         "rss_mb_start": round(samples[0][1], 1),
         "rss_mb_end": round(samples[-1][1], 1),
-        "rss_mb_max": round(max(rss for _, rss in samples), 1),
+        "rss_mb_max": round(max(r for _, r in rss), 1),
         "first_third_max_mb": round(first_max, 1),
         "last_third_max_mb": round(last_max, 1),
         "growth_pct": round(growth, 2),
-        "slope_mb_per_min": round(slope, 2),
+        "slope_mb_per_min": round(_slope_mb_per_min([(t, r) for t, r in rss if t >= span / 3]), 2),
+        "slope_last_half_mb_per_min": round(_slope_mb_per_min([(t, r) for t, r in rss if t >= span / 2]), 2),
         "bounded": growth <= tolerance_pct,
+        "l0_cap_mb": round(l0_cap[0], 1),
+        "l0_first_third_max_mb": round(l0_first, 2),
+        "l0_last_third_max_mb": round(l0_last, 2),
+        "l0_mb_max": round(max((m for _, m in l0), default=0.0), 2),
+        "py_blocks_first_third_max": int(blocks_first),
+        "py_blocks_last_third_max": int(blocks_last),
+        "series": [[round(t, 1), round(r, 1), None if m is None else round(m, 2)] for t, r, m, _ in samples],
         "untyped_errors": team["untyped_errors"],
         "unknown_outcome": team["unknown_outcome"],
         "errors": team["errors"],
