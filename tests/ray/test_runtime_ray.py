@@ -7,8 +7,12 @@ backends' contract tests use, shipped to Ray workers by value.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -25,9 +29,23 @@ from gliding_actors.errors import (
 from gliding_actors.runtime import DEFERRED, Context, create_runtime
 from gliding_actors.runtime._ray import RayRuntime, decode_reply, encode_reply
 from gliding_actors.runtime._ray_cluster import LocalRayCluster, foreign_sockets
-from tests.runtime import test_runtime_backends as contract
 
 pytestmark = pytest.mark.ray
+
+
+def _load_contract() -> ModuleType:
+    """The behaviours of the other backends' contract tests, loaded from their file
+    (tests/ is not a package) under a name Ray workers can be sent by value."""
+    path = Path(__file__).resolve().parents[1] / "runtime" / "test_runtime_backends.py"
+    spec = importlib.util.spec_from_file_location("runtime_contract", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+contract = _load_contract()
 
 ray.cloudpickle.register_pickle_by_value(contract)
 
@@ -237,7 +255,11 @@ _LOCAL_RUN = """
 import json, os
 from gliding_actors.runtime._ray import RayRuntime
 from gliding_actors.runtime._ray_cluster import foreign_sockets
-import tests.runtime.test_runtime_backends as contract
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("runtime_contract", "tests/runtime/test_runtime_backends.py")
+contract = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = contract
+spec.loader.exec_module(contract)
 import ray
 ray_started = ray.is_initialized()
 rt = RayRuntime(ask_timeout_s=60.0)
@@ -256,8 +278,6 @@ def test_without_an_address_the_runtime_starts_and_stops_its_own_loopback_cluste
     """One driver per process: this runs in a fresh interpreter, as a user's script would."""
     import json
     import subprocess
-    import sys
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
