@@ -31,6 +31,7 @@ from gliding_actors.clock import Clock, SystemClock
 from gliding_actors.coherence._cache import CacheController
 from gliding_actors.coherence._home import LayeredHome
 from gliding_actors.coherence._hosting import (
+    CACHE_PREFIX,
     CacheActor,
     DirectoryActor,
     SnapshotBoard,
@@ -38,7 +39,7 @@ from gliding_actors.coherence._hosting import (
     unpack_value,
 )
 from gliding_actors.coherence._messages import directory_shard
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import ActorUnavailable, InvalidInput
 from gliding_actors.l0 import L0Store
 from gliding_actors.l2._graph import GraphStore
 from gliding_actors.runtime import DEFERRED, Context, ReplyToken
@@ -170,10 +171,16 @@ class TeamMember:
     the cache as they are, answered as the cache answers them.
     """
 
+    #: on Ray, the runtime tells this actor when a peer's process died (``peer.lost``)
+    receives_peer_lost = True
+
     def __init__(self, agent: str, directories: tuple[str, ...], *, cache_lines: int = 1024) -> None:
         if not directories:
             raise InvalidInput("a team member needs at least one directory shard")
         self.agent = agent
+        self._directories = directories
+        #: a directory or peer cache whose process died: the protocol state may wait on it for ever
+        self._lost: str | None = None
         board = SnapshotBoard()
         home_of = functools.partial(directory_shard, shards=directories)
         controller = CacheController(cache_name(agent), home_of, cache_lines)
@@ -195,7 +202,12 @@ class TeamMember:
         self._cache.on_start(ctx)
 
     def receive(self, message: Any, ctx: Context) -> Any:
+        if ctx.sender == "@runtime" and isinstance(message, dict) and message.get("t") == "peer.lost":
+            self._peer_lost(str(message.get("actor")), ctx)
+            return None
         if ctx.sender is None and isinstance(message, dict) and message.get("t") == "run":
+            if self._lost is not None:
+                raise ActorUnavailable(f"agent {self.agent} waits on {self._lost}, whose process died")
             if self._token is not None:
                 raise InvalidInput(f"agent {self.agent} is already running a workload")
             spec = WorkloadSpec(**message.get("workload", {}))
@@ -209,6 +221,21 @@ class TeamMember:
         self._cache.receive(message, _OpContext(self, ctx, ctx.sender))
         self._advance(ctx)
         return None
+
+    def _peer_lost(self, actor: str, ctx: Context) -> None:
+        """A directory shard or another agent's cache lost its process. An op in
+        flight may wait on it for ever (the protocol's recovery assumes a crashed
+        actor's mailbox survives; a lost process's does not), so the run stops
+        now with ActorUnavailable instead of at its caller's timeout, and later
+        runs are refused the same way."""
+        if actor not in self._directories and not actor.startswith(CACHE_PREFIX):
+            return
+        self._lost = actor
+        self._plan, self._next = [], 0  # nothing of this plan runs on, whatever arrives late
+        if self._token is not None:
+            token, self._token = self._token, None
+            self._current = None
+            ctx.fail(token, ActorUnavailable(f"{actor} lost its process; agent {self.agent} stopped its run"))
 
     def _advance(self, ctx: Context) -> None:
         """Issue ops until one is waiting on the protocol or the plan is done."""

@@ -56,6 +56,8 @@ _DRIVER = "@driver:"
 _TIMER = "@timer"
 #: how long a name found missing counts as missing before it is looked up again
 _MISSING_TTL_S = 1.0
+#: sender of the runtime's own notices to a behaviour (``peer.lost``)
+_RUNTIME = "@runtime"
 
 
 def node_affinity(node_id: str) -> Any:
@@ -152,6 +154,18 @@ class RayHost:
         """Stop the cell; fail every ask still open. Returns how many there were."""
         self._cell.stop()
         return self._fail_waiters(f"actor {self._cell.name!r} stopped before answering")
+
+    async def peer_lost(self, name: str) -> None:
+        """The runtime saw ``name``'s process die: forget its handle and numbering
+        (a successor under that name starts at 0) and tell a behaviour that asks
+        for it (``receives_peer_lost = True``) as ``{"t": "peer.lost", "actor": name}``
+        from ``@runtime``."""
+        self._handles.pop(name, None)
+        self._out.pop(name, None)
+        self._expected.pop(name, None)
+        self._held.pop(name, None)
+        if getattr(self._cell.behaviour, "receives_peer_lost", False) and self._cell.alive:
+            self._deliver(_RUNTIME, {"t": "peer.lost", "actor": name}, None)
 
     async def status(self) -> dict[str, Any]:
         return {
@@ -279,7 +293,8 @@ class RayRuntime:
     :func:`~gliding_actors.runtime._ray_cluster.connect`) is used as it is.
     ``namespace`` scopes actor names (two systems on one cluster do not see
     each other's actors). ``placement`` of :meth:`spawn` names the Ray node an
-    actor runs on.
+    actor runs on. Every ``monitor_s`` seconds a thread asks each actor for its
+    status, to notice a process that died (0 turns it off; see :meth:`_watch`).
     """
 
     kind = "ray"
@@ -293,6 +308,7 @@ class RayRuntime:
         ask_timeout_s: float = 10.0,
         node_ip: str = "127.0.0.1",
         spawn_timeout_s: float = 60.0,
+        monitor_s: float = 1.0,
     ) -> None:
         if clock is not None and not isinstance(clock, SystemClock):
             raise InvalidInput("the ray runtime runs on the system clock; use runtime='sim' for a virtual one")
@@ -316,10 +332,16 @@ class RayRuntime:
                     self._cluster.stop()
                 raise
         self._handles: dict[str, Any] = {}
+        self._supervisors: dict[str, str | None] = {}
         self._dead: set[str] = set()
         self._out: dict[str, int] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._monitor_s = monitor_s
+        self._monitor: threading.Thread | None = None
+        self._stopping = threading.Event()
+        #: actors whose process was seen to die, oldest first (for reports and tests)
+        self.lost: list[str] = []
 
     # -- interface ---------------------------------------------------------
     @property
@@ -381,9 +403,60 @@ class RayRuntime:
             raise ActorUnavailable(f"actor {name!r} did not start: {describe_exception(exc)}") from exc
         with self._lock:
             self._handles[name] = handle
+            self._supervisors[name] = supervisor
             self._dead.discard(name)
             self._out[name] = 0
+            if self._monitor is None and self._monitor_s > 0:
+                self._monitor = threading.Thread(target=self._watch, name="gliding-ray-monitor", daemon=True)
+                self._monitor.start()
         return _Ref(self, name, handle)
+
+    def _watch(self) -> None:
+        """Every ``monitor_s``: ask each actor this runtime spawned for its status;
+        one whose call fails has lost its process (its node died, or the worker).
+
+        What the other backends' supervision does for a crash, done for a lost
+        process: the name is marked gone (asks fail at once with
+        ActorUnavailable), its supervisor gets ``actor.failed`` with
+        ``restarted: False``, and every other actor is told (``peer_lost``),
+        so a behaviour waiting on it can fail its callers instead of waiting
+        for their timeouts.
+        """
+        ray = self._ray
+        while not self._stopping.wait(self._monitor_s):
+            with self._lock:
+                watched = {name: handle for name, handle in self._handles.items() if name not in self._dead}
+            if not watched:
+                continue
+            probes = {handle.status.remote(): name for name, handle in watched.items()}
+            try:
+                ready, _busy = ray.wait(list(probes), num_returns=len(probes), timeout=self._monitor_s)
+            except Exception:  # noqa: BLE001 - the driver is disconnecting: stop watching
+                return
+            gone = []
+            for ref in ready:
+                try:
+                    ray.get(ref, timeout=0)
+                except Exception:  # noqa: BLE001 - the actor's process is gone
+                    gone.append(probes[ref])
+            for name in sorted(gone):
+                self._process_lost(name)
+
+    def _process_lost(self, name: str) -> None:
+        with self._lock:
+            if name in self._dead or name not in self._handles:
+                return
+            self._dead.add(name)
+            self._handles.pop(name, None)
+            supervisor = self._supervisors.pop(name, None)
+            survivors = {n: h for n, h in self._handles.items() if n not in self._dead}
+            self.lost.append(name)
+        log.error("actor %r lost its process", name)
+        if supervisor is not None and supervisor in survivors:
+            notice = {"type": "actor.failed", "actor": name, "error": "ProcessLost: its process died", "restarted": False}
+            self._submit(supervisor, survivors[supervisor], notice, ask=False)
+        for handle in survivors.values():
+            handle.peer_lost.remote(name)
 
     def _kill_by_name(self, name: str) -> None:
         try:
@@ -409,6 +482,7 @@ class RayRuntime:
     def stop(self, name: str) -> None:
         with self._lock:
             handle = self._handles.pop(name, None)
+            self._supervisors.pop(name, None)
             self._dead.add(name)
         if handle is None:
             return
@@ -424,6 +498,9 @@ class RayRuntime:
                 return
             self._closed = True
             names = list(self._handles)
+        self._stopping.set()
+        if self._monitor is not None:
+            self._monitor.join(timeout=2 * self._monitor_s + 5.0)
         for name in names:
             self.stop(name)
         if self._connection is not None:
@@ -472,8 +549,7 @@ class RayRuntime:
         try:
             reply = done.result()
         except Exception as exc:  # noqa: BLE001 - the host process died or was killed
-            with self._lock:
-                self._dead.add(name)
+            self._process_lost(name)
             future.set_exception(ActorUnavailable(f"actor {name!r} is gone: {describe_exception(exc)}"))
             return
         *answer, still_running = reply

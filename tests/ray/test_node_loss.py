@@ -6,7 +6,9 @@ reliability contract (docs/RELIABILITY.md) promises, checked here on Ray:
 
 * asks to the lost node's actors fail with ActorUnavailable as soon as Ray
   reports them dead — long before the ask timeout;
-* every other wait ends too, answered or with a typed error within its bound;
+* the runtime's monitor notices the lost processes within seconds: their
+  supervisor gets ``actor.failed``, and the surviving agent, whose op may
+  wait on the lost shard for ever, stops its run with ActorUnavailable;
 * what was flushed to a shard's L0 before the kill is there, at the same
   version, when the shard is rebuilt on a surviving node over that L0.
 """
@@ -25,7 +27,7 @@ ray = pytest.importorskip("ray")
 from gliding_actors.coherence._distributed import ShardRecipe, TeamMember
 from gliding_actors.coherence._hosting import cache_name
 from gliding_actors.coherence._messages import directory_shard
-from gliding_actors.errors import ActorUnavailable, GlidingError, Timeout
+from gliding_actors.errors import ActorUnavailable
 from gliding_actors.runtime._ray import RayRuntime
 from gliding_actors.runtime._ray_cluster import LocalRayCluster
 
@@ -33,6 +35,22 @@ pytestmark = pytest.mark.ray
 
 SHARDS = ("dir:0", "dir:1")
 AGENTS = ("a0", "a1")
+
+
+class Notices:
+    """A supervisor that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def receive(self, message: Any, ctx: Any) -> Any:
+        if message == "seen":
+            return list(self.seen)
+        self.seen.append(message)
+        return None
+
+
+ray.cloudpickle.register_pickle_by_value(__import__(__name__))
 
 
 def store(member: Any, iri: str, n: int) -> dict[str, Any]:
@@ -49,10 +67,12 @@ def test_a_lost_node_fails_its_callers_fast_and_flushed_lines_survive(
         head = ray_cluster.node_ids()[0]
         other = ray_cluster.node_ids()[1]
         caches = tuple(cache_name(a) for a in AGENTS)
+        supervisor = rt.spawn("sup", Notices, placement=head)
         for name, node in zip(SHARDS, (head, other), strict=True):
-            rt.spawn(name, ShardRecipe(name, str(tmp_path), caches=caches), placement=node)
+            rt.spawn(name, ShardRecipe(name, str(tmp_path), caches=caches), placement=node, supervisor="sup")
         for agent, node in zip(AGENTS, (head, other), strict=True):
-            rt.spawn(cache_name(agent), functools.partial(TeamMember, agent, SHARDS), placement=node)
+            member = functools.partial(TeamMember, agent, SHARDS)
+            rt.spawn(cache_name(agent), member, placement=node, supervisor="sup")
         a0 = rt.lookup(cache_name("a0"))
         # Lines homed on each shard, written by the agent on the head and flushed to L0.
         lines = [f"urn:line:{i}" for i in range(12)]
@@ -74,12 +94,23 @@ def test_a_lost_node_fails_its_callers_fast_and_flushed_lines_survive(
         lost_after = time.monotonic() - killed_at
         assert lost_after < 25.0, f"the lost agent's caller waited {lost_after:.1f} s"
         # The survivor's wait ends as well: answered, or a typed error within its bound.
-        survivor_started = time.monotonic()
-        try:
-            outcome: Any = runs["a0"].get(40)
-        except (Timeout, GlidingError) as exc:
-            outcome = exc
-        print(f"lost agent failed after {lost_after:.1f} s; survivor: {outcome!r} after {time.monotonic() - survivor_started:.1f} s")
+        # The survivor's run stops too, told by the runtime's monitor that its
+        # peers' processes died — not at its caller's 30 s timeout.
+        with pytest.raises(ActorUnavailable, match="lost its process"):
+            runs["a0"].get(30)
+        survivor_after = time.monotonic() - killed_at
+        assert survivor_after < 25.0, f"the survivor's caller waited {survivor_after:.1f} s"
+        print(f"lost agent failed after {lost_after:.1f} s, the survivor's run after {survivor_after:.1f} s")
+        lost = {"dir:1", cache_name("a1")}
+        deadline = time.monotonic() + 20.0
+        while not (lost <= set(rt.lost) and lost <= {n["actor"] for n in supervisor.ask("seen").get(30)}):
+            assert time.monotonic() < deadline, f"lost so far: {rt.lost}"
+            time.sleep(0.2)
+        assert set(rt.lost) == lost  # nothing on the head was taken for lost
+        seen = supervisor.ask("seen").get(30)
+        assert all(n["type"] == "actor.failed" and n["restarted"] is False for n in seen)
+        with pytest.raises(ActorUnavailable, match="process died"):  # later runs refused, not hung
+            rt.lookup(cache_name("a0")).ask({"t": "run", "workload": {"ops": 5}}).get(30)
         with pytest.raises(ActorUnavailable):
             rt.lookup(cache_name("a1")).ask({"t": "states"}).get(30)
 
