@@ -42,12 +42,17 @@ import msgpack
 if TYPE_CHECKING:  # the l1 package imports coherence, which imports this module
     from gliding_actors.l1._tokens import TokenCounter
 
-__all__ = ["ActorTally", "AgentCounters", "LineTally", "SystemCounters", "line_text", "percentile"]
+__all__ = ["MAX_TALLIES", "ActorTally", "AgentCounters", "LineTally", "SystemCounters", "line_text", "percentile"]
 
 #: how many recent miss latencies the percentiles are computed over
 LATENCY_WINDOW = 4096
 #: how many (iri, version) token counts are memoised
 _TOKEN_MEMO = 8192
+#: how many live line tallies one agent keeps (each holds its copy's packed value
+#: alive); past it the oldest is settled into the totals, which stay exact. Four
+#: times the default cache: a tally beyond what the cache can hold is of a line
+#: already evicted, which only a re-read would touch again.
+MAX_TALLIES = 4096
 
 
 def line_text(iri: str, value: Any) -> str:
@@ -145,10 +150,14 @@ class AgentCounters:
             self.settled_tokens_fetched += system.tokens_of(iri, version, result.get("value"))
 
     def _replace(self, tally: LineTally) -> None:
-        old = self.tallies.get(tally.iri)
-        self.tallies[tally.iri] = tally
+        tallies = self.tallies
+        old = tallies.pop(tally.iri, None)
+        tallies[tally.iri] = tally  # newest last: the dict's order is the settling order
         if old is not None:
             self._settle(old)
+        if len(tallies) > MAX_TALLIES:
+            oldest = next(iter(tallies))
+            self._settle(tallies.pop(oldest))
 
     def _settle(self, old: LineTally) -> None:
         hits, fills = old.hits, old.fills

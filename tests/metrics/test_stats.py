@@ -142,3 +142,28 @@ def test_serve_refuses_bad_input_and_starts_nothing(memory: MemorySystem, monkey
         serve(memory)
     assert INSTALL_HINT in str(missing.value) and "prometheus_client" in str(missing.value)
     assert threading.active_count() == threads
+
+
+def test_an_agent_keeps_at_most_max_tallies_live_and_its_totals_stay_exact(
+    memory: MemorySystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each live tally holds its copy's packed value alive: past the cap the
+    oldest is settled into the totals, so reading ever new IRIs stays bounded."""
+    import gliding_actors.metrics._counters as counters
+
+    monkeypatch.setattr(counters, "MAX_TALLIES", 8)
+    agent = memory.agent("a", "DA")
+    iris = [f"artifact:t{i}" for i in range(30)]
+    for i, iri in enumerate(iris):
+        agent.write(iri, {"@type": "Note", "n": i}, graph="execution")
+    for _ in range(2):
+        for iri in iris:
+            agent.read(iri)
+    tallies = memory.counters.agent("a").tallies
+    assert len(tallies) == 8
+    assert list(tallies) == iris[-8:]  # the newest copies stay live
+    co = memory.stats()["coherence"]["agents"]["a"]
+    assert (co["reads"], co["hits"], co["misses"]) == (60, 60, 0)  # own writes: every read a hit, none lost
+    assert co["tokens_saved"] == 2 * sum(
+        memory.counters.counter.count(line_text(iri, {"@type": "Note", "n": i})) for i, iri in enumerate(iris)
+    )
