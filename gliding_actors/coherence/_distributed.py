@@ -41,8 +41,9 @@ from gliding_actors.coherence._hosting import (
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.errors import ActorUnavailable, InvalidInput
 from gliding_actors.l0 import L0Store
+from gliding_actors.metrics._counters import percentile
 from gliding_actors.l2._graph import GraphStore
-from gliding_actors.runtime import DEFERRED, Context, ReplyToken
+from gliding_actors.runtime import DEFERRED, RUNTIME_SENDER, Context, ReplyToken
 
 __all__ = ["ShardRecipe", "TeamMember", "WorkloadSpec"]
 
@@ -202,7 +203,7 @@ class TeamMember:
         self._cache.on_start(ctx)
 
     def receive(self, message: Any, ctx: Context) -> Any:
-        if ctx.sender == "@runtime" and isinstance(message, dict) and message.get("t") == "peer.lost":
+        if ctx.sender == RUNTIME_SENDER and isinstance(message, dict) and message.get("t") == "peer.lost":
             self._peer_lost(str(message.get("actor")), ctx)
             return None
         if ctx.sender is None and isinstance(message, dict) and message.get("t") == "run":
@@ -276,10 +277,7 @@ class TeamMember:
 
     def _report(self) -> dict[str, Any]:
         def median_us(samples: list[int]) -> float | None:
-            if not samples:
-                return None
-            ordered = sorted(samples)
-            return round(ordered[len(ordered) // 2] / 1000.0, 1)
+            return round(percentile(sorted(samples), 50) / 1000.0, 1) if samples else None
 
         return {
             "ops": len(self._plan),

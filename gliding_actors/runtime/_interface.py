@@ -37,6 +37,7 @@ from gliding_actors.clock import Clock
 
 __all__ = [
     "DEFERRED",
+    "RUNTIME_SENDER",
     "ActorRef",
     "Behaviour",
     "Context",
@@ -50,6 +51,10 @@ T_co = TypeVar("T_co", covariant=True)
 
 Message = Any
 """A msgpack-serialisable value."""
+
+
+RUNTIME_SENDER = "@runtime"
+"""The sender of the runtime's own notices to a behaviour (``peer.lost`` on Ray)."""
 
 
 class _Deferred:

@@ -43,7 +43,7 @@ from gliding_actors.clock import Clock, SystemClock
 from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput
 from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, describe_exception
 from gliding_actors.runtime._future import ThreadFuture
-from gliding_actors.runtime._interface import Behaviour, Message
+from gliding_actors.runtime._interface import RUNTIME_SENDER, Behaviour, Message
 from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection, connect, import_ray
 
 __all__ = ["RayRuntime", "decode_reply", "encode_reply", "node_affinity", "pack", "unpack"]
@@ -56,8 +56,6 @@ _DRIVER = "@driver:"
 _TIMER = "@timer"
 #: how long a name found missing counts as missing before it is looked up again
 _MISSING_TTL_S = 1.0
-#: sender of the runtime's own notices to a behaviour (``peer.lost``)
-_RUNTIME = "@runtime"
 
 
 def node_affinity(node_id: str) -> Any:
@@ -165,7 +163,7 @@ class RayHost:
         self._expected.pop(name, None)
         self._held.pop(name, None)
         if getattr(self._cell.behaviour, "receives_peer_lost", False) and self._cell.alive:
-            self._deliver(_RUNTIME, {"t": "peer.lost", "actor": name}, None)
+            self._deliver(RUNTIME_SENDER, {"t": "peer.lost", "actor": name}, None)
 
     async def status(self) -> dict[str, Any]:
         return {

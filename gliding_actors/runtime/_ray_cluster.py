@@ -434,7 +434,7 @@ class LocalRayCluster:
         parent = Path(temp_dir) if temp_dir is not None else Path("/tmp")
         if not parent.is_dir():
             raise InvalidInput(f"temp_dir {str(parent)!r} is not a directory", path=("temp_dir",))
-        # mkdtemp adds "/ga-ray-XXXXXXXX" (16) and each node "/nN" (3)
+        # mkdtemp adds "/ga-ray-" and 8 random characters (16 in all), each node "/n<index>" (3)
         longest = len(str(parent.resolve())) + 16 + 3 + len(str(nodes)) + _RAY_SOCKET_SUFFIX
         if longest > _UNIX_PATH_MAX:
             raise InvalidInput(
