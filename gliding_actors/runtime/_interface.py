@@ -37,6 +37,7 @@ from gliding_actors.clock import Clock
 
 __all__ = [
     "DEFERRED",
+    "IN_DRIVER",
     "RUNTIME_SENDER",
     "ActorRef",
     "Behaviour",
@@ -55,6 +56,10 @@ Message = Any
 
 RUNTIME_SENDER = "@runtime"
 """The sender of the runtime's own notices to a behaviour (``peer.lost`` on Ray)."""
+
+IN_DRIVER = "driver"
+"""``spawn(..., placement=IN_DRIVER)`` on Ray: host the actor in the process that
+opened the runtime (the agents' own), reachable from the cluster all the same."""
 
 
 class _Deferred:

@@ -36,22 +36,26 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import msgpack
-
-import gliding_actors.errors as errors_module
 from gliding_actors.clock import Clock, SystemClock
 from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput
 from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, describe_exception
 from gliding_actors.runtime._future import ThreadFuture
-from gliding_actors.runtime._interface import RUNTIME_SENDER, Behaviour, Message
+from gliding_actors.runtime._interface import IN_DRIVER, RUNTIME_SENDER, Behaviour, Message
 from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection, connect, import_ray
+from gliding_actors.runtime._ray_driver import DriverHost, Relay
+from gliding_actors.runtime._ray_wire import (
+    DRIVER_PREFIX,
+    InOrder,
+    decode_reply,
+    encode_reply,
+    pack,
+    unpack,
+)
 
 __all__ = ["RayRuntime", "decode_reply", "encode_reply", "node_affinity", "pack", "unpack"]
 
 log = logging.getLogger("gliding_actors.runtime.ray")
 
-#: prefix of a driver's sender id; a cell sees such a sender as ``None`` (outside)
-_DRIVER = "@driver:"
 #: sender of timer messages (delivered in-process, outside the FIFO numbering)
 _TIMER = "@timer"
 #: how long a name found missing counts as missing before it is looked up again
@@ -62,53 +66,6 @@ def node_affinity(node_id: str) -> Any:
     """Ray's strategy pinning an actor to one node (hard: fail rather than run elsewhere)."""
     strategies = importlib.import_module("ray.util.scheduling_strategies")
     return strategies.NodeAffinitySchedulingStrategy(node_id, soft=False)
-
-
-def pack(value: Any) -> bytes:
-    """msgpack bytes of ``value``; InvalidInput if it is not plain data."""
-    try:
-        return msgpack.packb(value, use_bin_type=True)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise InvalidInput(f"not msgpack-serialisable, so it cannot cross to another process: {exc}") from exc
-
-
-def unpack(data: bytes) -> Any:
-    return msgpack.unpackb(data, raw=False, strict_map_key=False)
-
-
-def encode_reply(ok: bool, value: Any) -> tuple[Any, ...]:
-    """A cell's answer as plain data: ``("ok", bytes)`` or ``("err", class, args, attrs)``."""
-    if ok:
-        try:
-            return ("ok", pack(value))
-        except InvalidInput as exc:
-            value, ok = exc, False
-    error: BaseException = value
-    if not isinstance(error, GlidingError):
-        error = errors_module.ActorCrashed("?", describe_exception(error))
-    attrs: dict[str, Any] = {}
-    for key, attr in vars(error).items():
-        try:
-            pack(attr)
-        except InvalidInput:
-            continue
-        attrs[key] = attr
-    args = [a if isinstance(a, (str, int, float, bool, type(None))) else str(a) for a in error.args]
-    return ("err", type(error).__name__, args, attrs)
-
-
-def decode_reply(reply: tuple[Any, ...] | list[Any]) -> Any:
-    """The value of an encoded reply, or raise its error as the same class."""
-    if reply[0] == "ok":
-        return unpack(reply[1])
-    _kind, class_name, args, attrs = reply
-    cls = getattr(errors_module, class_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, GlidingError)):
-        raise GlidingError(f"{class_name}: {' '.join(str(a) for a in args)}")
-    error = cls.__new__(cls)
-    Exception.__init__(error, *args)
-    error.__dict__.update(attrs)
-    raise error
 
 
 class RayHost:
@@ -125,8 +82,7 @@ class RayHost:
         self._cell = Cell(name, factory, SystemClock(), supervisor=supervisor, restart=restart)
         self._handles: dict[str, Any] = {}
         self._out: dict[str, int] = {}
-        self._expected: dict[str, int] = {}
-        self._held: dict[str, dict[int, tuple[bytes, int | None]]] = {}
+        self._in_order: InOrder[tuple[bytes, int | None]] = InOrder()
         self._waiters: dict[int, asyncio.Future[tuple[Any, ...]]] = {}
         self._rids = itertools.count(1)
         #: names found missing, and when: not looked up again for a second (a GCS call each)
@@ -160,8 +116,7 @@ class RayHost:
         from ``@runtime``."""
         self._handles.pop(name, None)
         self._out.pop(name, None)
-        self._expected.pop(name, None)
-        self._held.pop(name, None)
+        self._in_order.forget(name)
         if getattr(self._cell.behaviour, "receives_peer_lost", False) and self._cell.alive:
             self._deliver(RUNTIME_SENDER, {"t": "peer.lost", "actor": name}, None)
 
@@ -169,28 +124,18 @@ class RayHost:
         return {
             "alive": self._cell.alive,
             "dead_letters": self.dead_letters,
-            "held": sum(len(h) for h in self._held.values()),
+            "held": self._in_order.held,
             # this actor's process alone (one actor per Ray worker): what its work cost in CPU
             "cpu_s": time.process_time(),
         }
 
     # -- ordering -----------------------------------------------------------
     def _arrive(self, sender: str, seq: int, payload: bytes, rid: int | None) -> None:
-        expected = self._expected.get(sender, 0)
-        if seq != expected:
-            self._held.setdefault(sender, {})[seq] = (payload, rid)
-            return
-        self._deliver(sender, unpack(payload), rid)
-        expected += 1
-        held = self._held.get(sender)
-        while held and expected in held:
-            payload, rid = held.pop(expected)
-            self._deliver(sender, unpack(payload), rid)
-            expected += 1
-        self._expected[sender] = expected
+        for payload_now, rid_now in self._in_order.arrive(sender, seq, (payload, rid)):
+            self._deliver(sender, unpack(payload_now), rid_now)
 
     def _deliver(self, sender: str, message: Message, rid: int | None) -> None:
-        as_seen = None if sender.startswith(_DRIVER) else sender
+        as_seen = None if sender.startswith(DRIVER_PREFIX) else sender
         self._carry_out(self._cell.deliver(as_seen, message, rid))
 
     # -- effects ------------------------------------------------------------
@@ -316,7 +261,7 @@ class RayRuntime:
         self._ask_timeout_s = ask_timeout_s
         self._spawn_timeout_s = spawn_timeout_s
         self._namespace = namespace or f"gliding-{uuid.uuid4().hex[:12]}"
-        self._sender = f"{_DRIVER}{uuid.uuid4().hex}"
+        self._sender = f"{DRIVER_PREFIX}{uuid.uuid4().hex}"
         self._cluster: LocalRayCluster | None = None
         self._connection: RayConnection | None = None
         if not ray.is_initialized():
@@ -330,6 +275,8 @@ class RayRuntime:
                     self._cluster.stop()
                 raise
         self._handles: dict[str, Any] = {}
+        #: actors hosted in this process (placement="driver"), by name
+        self._local: dict[str, DriverHost] = {}
         self._supervisors: dict[str, str | None] = {}
         self._dead: set[str] = set()
         self._out: dict[str, int] = {}
@@ -368,6 +315,10 @@ class RayRuntime:
         with self._lock:
             if self._closed:
                 raise ActorUnavailable("the runtime is shut down")
+            if name in self._local:
+                raise InvalidInput(f"an actor named {name!r} is already running (in this driver)")
+        if placement == IN_DRIVER:
+            return self._spawn_in_driver(name, factory, supervisor=supervisor, restart=restart)
         options: dict[str, Any] = {
             "name": name,
             "namespace": self._namespace,
@@ -377,23 +328,8 @@ class RayRuntime:
         }
         if placement is not None:
             options["scheduling_strategy"] = node_affinity(placement)
-        host_class = _remote_host_class(ray)
-        deadline = time.monotonic() + self._spawn_timeout_s
-        while True:
-            try:
-                handle = host_class.options(**options).remote(name, factory, supervisor, restart, self._namespace)
-                break
-            except ValueError as exc:
-                with self._lock:
-                    stopped = name in self._dead
-                if not stopped or time.monotonic() > deadline:
-                    raise InvalidInput(f"an actor named {name!r} is already running: {exc}") from exc
-                # A stopped or crashed actor's process may still hold its name for
-                # a moment: end it for good and try again.
-                self._kill_by_name(name)
-                time.sleep(0.05)
-            except Exception as exc:  # pickling the factory failed: say what could not be sent
-                raise InvalidInput(f"actor {name!r} cannot be sent to Ray: {describe_exception(exc)}") from exc
+        host_class = _remote_class(ray, RayHost).options(**options)
+        handle = self._create_named(name, lambda: host_class.remote(name, factory, supervisor, restart, self._namespace))
         try:
             ray.get(handle.start.remote(), timeout=self._spawn_timeout_s)
         except Exception as exc:  # the factory or on_start failed in the worker
@@ -408,6 +344,83 @@ class RayRuntime:
                 self._monitor = threading.Thread(target=self._watch, name="gliding-ray-monitor", daemon=True)
                 self._monitor.start()
         return _Ref(self, name, handle)
+
+    def _create_named(self, name: str, create: Callable[[], Any]) -> Any:
+        """Create the Ray actor registered under ``name``; InvalidInput if the name is taken.
+
+        A stopped or crashed actor's process may still hold its name for a
+        moment: it is ended for good and the creation tried again.
+        """
+        deadline = time.monotonic() + self._spawn_timeout_s
+        while True:
+            try:
+                return create()
+            except ValueError as exc:
+                with self._lock:
+                    stopped = name in self._dead
+                if not stopped or time.monotonic() > deadline:
+                    raise InvalidInput(f"an actor named {name!r} is already running: {exc}") from exc
+                self._kill_by_name(name)
+                time.sleep(0.05)
+            except Exception as exc:  # pickling the factory failed: say what could not be sent
+                raise InvalidInput(f"actor {name!r} cannot be sent to Ray: {describe_exception(exc)}") from exc
+
+    def _spawn_in_driver(
+        self, name: str, factory: Callable[[], Behaviour], *, supervisor: str | None, restart: bool
+    ) -> _Ref:
+        """Host the actor on a thread of this process, with a :class:`Relay` under
+        its name on this node so the cluster can reach it (see :mod:`._ray_driver`)."""
+        ray = self._ray
+        options = {
+            "name": name,
+            "namespace": self._namespace,
+            "num_cpus": 0,
+            "max_restarts": 0,
+            "scheduling_strategy": node_affinity(ray.get_runtime_context().get_node_id()),
+        }
+        relay_class = _remote_class(ray, Relay).options(**options)
+        relay = self._create_named(name, relay_class.remote)
+        try:
+            ray.get(relay.status.remote(), timeout=self._spawn_timeout_s)
+            host = DriverHost(
+                self, name, factory, self._clock, supervisor=supervisor, restart=restart, relay=relay
+            )
+        except Exception as exc:  # the factory failed, or the relay never came up
+            ray.kill(relay, no_restart=True)
+            raise ActorUnavailable(f"actor {name!r} did not start: {describe_exception(exc)}") from exc
+        with self._lock:
+            self._local[name] = host
+            self._supervisors[name] = supervisor
+            self._dead.discard(name)
+        if not host.start():
+            self._driver_actor_ended(name)
+            raise ActorUnavailable(f"actor {name!r} did not start: its on_start failed")
+        return _Ref(self, name, host)
+
+    def _driver_host(self, name: str) -> DriverHost | None:
+        with self._lock:
+            return self._local.get(name)
+
+    def _handle_for(self, name: str) -> Any:
+        """The Ray handle of a cluster-hosted actor (or of a relay), None if there is none."""
+        with self._lock:
+            handle = self._handles.get(name)
+        if handle is not None:
+            return handle
+        try:
+            return self._ray.get_actor(name, namespace=self._namespace)
+        except ValueError:
+            return None
+
+    def _driver_actor_ended(self, name: str) -> None:
+        """A driver-hosted actor stopped for good (a crash it did not restart from):
+        free its name, as a Ray-hosted one's exit does."""
+        with self._lock:
+            host = self._local.pop(name, None)
+            self._supervisors.pop(name, None)
+            self._dead.add(name)
+        if host is not None:
+            self._ray.kill(host.relay, no_restart=True)
 
     def _watch(self) -> None:
         """Every ``monitor_s``: ask each actor this runtime spawned for its status;
@@ -448,13 +461,19 @@ class RayRuntime:
             self._handles.pop(name, None)
             supervisor = self._supervisors.pop(name, None)
             survivors = {n: h for n, h in self._handles.items() if n not in self._dead}
+            local = list(self._local.values())
             self.lost.append(name)
         log.error("actor %r lost its process", name)
-        if supervisor is not None and supervisor in survivors:
+        if supervisor is not None and (supervisor in survivors or any(h.name == supervisor for h in local)):
             notice = {"type": "actor.failed", "actor": name, "error": "ProcessLost: its process died", "restarted": False}
-            self._submit(supervisor, survivors[supervisor], notice, ask=False)
+            try:
+                self.lookup(supervisor).tell(notice)
+            except ActorUnavailable:
+                log.error("supervisor %r is gone too; %r's loss goes unreported to it", supervisor, name)
         for handle in survivors.values():
             handle.peer_lost.remote(name)
+        for host in local:
+            host.peer_lost(name)
 
     def _kill_by_name(self, name: str) -> None:
         try:
@@ -466,6 +485,9 @@ class RayRuntime:
         with self._lock:
             if name in self._dead:
                 raise ActorUnavailable(f"no running actor named {name!r}")
+            host = self._local.get(name)
+            if host is not None:
+                return _Ref(self, name, host)
             handle = self._handles.get(name)
         if handle is None:
             try:
@@ -480,8 +502,12 @@ class RayRuntime:
     def stop(self, name: str) -> None:
         with self._lock:
             handle = self._handles.pop(name, None)
+            host = self._local.pop(name, None)
             self._supervisors.pop(name, None)
             self._dead.add(name)
+        if host is not None:
+            host.stop(f"actor {name!r} stopped before answering", self._ask_timeout_s)
+            self._ray.kill(host.relay, no_restart=True)
         if handle is None:
             return
         try:
@@ -495,7 +521,7 @@ class RayRuntime:
             if self._closed:
                 return
             self._closed = True
-            names = list(self._handles)
+            names = [*self._local, *self._handles]
         self._stopping.set()
         if self._monitor is not None:
             self._monitor.join(timeout=2 * self._monitor_s + 5.0)
@@ -513,13 +539,18 @@ class RayRuntime:
     def status(self, name: str) -> dict[str, Any]:
         """``{alive, dead_letters, held, cpu_s}`` of one actor's host (held: early
         arrivals awaiting a gap; cpu_s: CPU seconds its worker process has used)."""
-        handle = self.lookup(name)._handle
-        result: dict[str, Any] = self._ray.get(handle.status.remote(), timeout=self._ask_timeout_s)
+        target = self.lookup(name)._handle
+        if isinstance(target, DriverHost):
+            return target.status()
+        result: dict[str, Any] = self._ray.get(target.status.remote(), timeout=self._ask_timeout_s)
         return result
 
     # -- message path ------------------------------------------------------
     def _is_alive(self, name: str) -> bool:
         with self._lock:
+            host = self._local.get(name)
+            if host is not None:
+                return host.alive
             return name in self._handles and name not in self._dead
 
     def _submit(self, name: str, handle: Any, message: Message, *, ask: bool) -> ThreadFuture[Any]:
@@ -532,6 +563,11 @@ class RayRuntime:
         with self._lock:
             if name in self._dead or self._closed:
                 future.set_exception(ActorUnavailable(f"no running actor named {name!r}"))
+                return future
+            if isinstance(handle, DriverHost):
+                handle.post(None, payload, future if ask else None)
+                if not ask:
+                    future.set_result(None)
                 return future
             seq = self._out.get(name, 0)
             self._out[name] = seq + 1
@@ -560,13 +596,13 @@ class RayRuntime:
             future.set_exception(error)
 
 
-_HOST_CLASSES: dict[int, Any] = {}
+_REMOTE_CLASSES: dict[tuple[int, type], Any] = {}
 
 
-def _remote_host_class(ray: Any) -> Any:
-    """``ray.remote(RayHost)``, made once per imported Ray."""
-    key = id(ray)
-    cls = _HOST_CLASSES.get(key)
-    if cls is None:
-        cls = _HOST_CLASSES[key] = ray.remote(RayHost)
-    return cls
+def _remote_class(ray: Any, cls: type) -> Any:
+    """``ray.remote(cls)``, made once per imported Ray."""
+    key = (id(ray), cls)
+    remote = _REMOTE_CLASSES.get(key)
+    if remote is None:
+        remote = _REMOTE_CLASSES[key] = ray.remote(cls)
+    return remote

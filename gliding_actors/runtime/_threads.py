@@ -24,7 +24,7 @@ from gliding_actors.clock import Clock, SystemClock, VirtualClock
 from gliding_actors.errors import ActorUnavailable, InvalidInput, Timeout
 from gliding_actors.runtime._cell import Cell, Effects, check_actor_name
 from gliding_actors.runtime._future import ThreadFuture
-from gliding_actors.runtime._interface import ActorRef, Behaviour, Message
+from gliding_actors.runtime._interface import Behaviour, Message
 
 __all__ = ["ThreadsRuntime"]
 

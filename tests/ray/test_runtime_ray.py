@@ -26,7 +26,7 @@ from gliding_actors.errors import (
     InvalidInput,
     Timeout,
 )
-from gliding_actors.runtime import DEFERRED, Context, create_runtime
+from gliding_actors.runtime import DEFERRED, IN_DRIVER, Context, create_runtime
 from gliding_actors.runtime._ray import RayRuntime, decode_reply, encode_reply
 from gliding_actors.runtime._ray_cluster import LocalRayCluster, foreign_sockets
 
@@ -99,10 +99,30 @@ def ray_runtime(ray_cluster: LocalRayCluster) -> Any:
     runtime.shutdown()
 
 
-@pytest.fixture
-def rt(ray_runtime: RayRuntime) -> RayRuntime:
-    """The module's runtime, with every actor a test spawned stopped after it."""
-    return ray_runtime
+class DriverPlaced:
+    """The runtime with the contract's receiving actors hosted in the driver
+    (``placement=IN_DRIVER``) and ``relay`` on the cluster, so every test's
+    traffic crosses between the driver and Ray workers in both directions."""
+
+    IN_THE_DRIVER = frozenset({"counter", "sup", "deferring", "ordered"})
+
+    def __init__(self, runtime: RayRuntime) -> None:
+        self._runtime = runtime
+
+    def spawn(self, name: str, factory: Any, **options: Any) -> Any:
+        if name in self.IN_THE_DRIVER and options.get("placement") is None:
+            options["placement"] = IN_DRIVER
+        return self._runtime.spawn(name, factory, **options)
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._runtime, attribute)
+
+
+@pytest.fixture(params=["on the cluster", "in the driver"])
+def rt(ray_runtime: RayRuntime, request: pytest.FixtureRequest) -> Any:
+    """The module's runtime, with every actor a test spawned stopped after it;
+    run once with every actor on the cluster, once with some in the driver."""
+    return ray_runtime if request.param == "on the cluster" else DriverPlaced(ray_runtime)
 
 
 @pytest.fixture(autouse=True)
@@ -112,7 +132,7 @@ def _stop_spawned(ray_runtime: RayRuntime) -> Any:
         ray_runtime.stop(name)
 
 
-def test_ask_refusal_and_the_same_error_class(rt: RayRuntime) -> None:
+def test_ask_refusal_and_the_same_error_class(rt: Any) -> None:
     ref = rt.spawn("counter", contract.Counter)
     assert ref.ask({"t": "add", "n": 2}).get(20) == 2
     assert rt.lookup("counter").ask({"t": "add", "n": 3}).get(20) == 5
@@ -122,7 +142,7 @@ def test_ask_refusal_and_the_same_error_class(rt: RayRuntime) -> None:
     assert ref.is_alive()
 
 
-def test_crash_fails_the_asker_notifies_the_supervisor_and_frees_the_name(rt: RayRuntime) -> None:
+def test_crash_fails_the_asker_notifies_the_supervisor_and_frees_the_name(rt: Any) -> None:
     supervisor = rt.spawn("sup", contract.Recorder)
     ref = rt.spawn("counter", contract.Counter, supervisor="sup")
     with pytest.raises(ActorCrashed) as info:
@@ -141,7 +161,7 @@ def test_crash_fails_the_asker_notifies_the_supervisor_and_frees_the_name(rt: Ra
     assert not ref.is_alive()
 
 
-def test_restart_rebuilds_from_the_factory_in_the_worker(rt: RayRuntime) -> None:
+def test_restart_rebuilds_from_the_factory_in_the_worker(rt: Any) -> None:
     rt.spawn("sup", contract.Recorder)
     ref = rt.spawn("counter", contract.Counter, supervisor="sup", restart=True)
     ref.ask({"t": "add", "n": 7}).get(20)
@@ -150,7 +170,7 @@ def test_restart_rebuilds_from_the_factory_in_the_worker(rt: RayRuntime) -> None
     assert ref.ask({"t": "get"}).get(20) == 0
 
 
-def test_deferred_replies_crashes_and_stop_fail_every_open_ask(rt: RayRuntime) -> None:
+def test_deferred_replies_crashes_and_stop_fail_every_open_ask(rt: Any) -> None:
     ref = rt.spawn("deferring", contract.Deferring)
     waiting = [ref.ask({"t": "wait"}) for _ in range(3)]
     assert ref.ask({"t": "release"}).get(20) == 3
@@ -172,7 +192,7 @@ def test_deferred_replies_crashes_and_stop_fail_every_open_ask(rt: RayRuntime) -
         ref.ask({"t": "wait"}).get(20)
 
 
-def test_fifo_per_pair_from_the_driver_and_between_actors(rt: RayRuntime) -> None:
+def test_fifo_per_pair_from_the_driver_and_between_actors(rt: Any) -> None:
     """Ray does not promise call order to an async actor; the sequence numbers do."""
     ordered = rt.spawn("ordered", contract.Recorder)  # keeps every message in arrival order
     relay = rt.spawn("relay", Relay)
@@ -187,7 +207,7 @@ def test_fifo_per_pair_from_the_driver_and_between_actors(rt: RayRuntime) -> Non
     assert rt.status("ordered")["held"] == 0
 
 
-def test_msgpack_on_the_wire_replies_and_errors(rt: RayRuntime) -> None:
+def test_msgpack_on_the_wire_replies_and_errors(rt: Any) -> None:
     relay = rt.spawn("relay", Relay)
     parked = relay.ask({"t": "wait"})
     assert relay.ask({"t": "release"}).get(20) == 1
@@ -203,14 +223,14 @@ def test_msgpack_on_the_wire_replies_and_errors(rt: RayRuntime) -> None:
     assert refused.value is not None
 
 
-def test_timers_fire_on_the_system_clock_in_the_worker(rt: RayRuntime) -> None:
+def test_timers_fire_on_the_system_clock_in_the_worker(rt: Any) -> None:
     ordered = rt.spawn("ordered", contract.Recorder)  # keeps every message in arrival order
     relay = rt.spawn("relay", Relay)
     relay.ask({"t": "arm", "delay": 0.05}).get(20)
     eventually(lambda: ordered.ask("seen").get(20) == ["timer fired"])
 
 
-def test_names_and_spawn_errors_are_typed(rt: RayRuntime) -> None:
+def test_names_and_spawn_errors_are_typed(rt: Any) -> None:
     with pytest.raises(ActorUnavailable):
         rt.lookup("nobody")
     with pytest.raises(InvalidInput):
@@ -221,7 +241,7 @@ def test_names_and_spawn_errors_are_typed(rt: RayRuntime) -> None:
 
 
 def test_placement_pins_an_actor_to_a_node_and_nothing_leaves_loopback(
-    rt: RayRuntime, ray_cluster: LocalRayCluster
+    rt: Any, ray_cluster: LocalRayCluster
 ) -> None:
     nodes = rt.node_ids()
     assert sorted(nodes) == sorted(ray_cluster.node_ids())

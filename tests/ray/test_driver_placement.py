@@ -1,0 +1,155 @@
+"""Actors hosted in the driver on Ray (``placement=IN_DRIVER``, runtime/_ray_driver.py).
+
+The contract tests (test_runtime_ray.py) run once with their receivers in
+the driver; these pin what is particular to it: the actor really runs in
+this process, the cluster reaches it by name through its relay (an ask from
+another driver included), it hears of a lost peer, names stay unique across
+both kinds of host, and nothing it adds leaves loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from gliding_actors.errors import ActorUnavailable, ConflictError, InvalidInput
+from gliding_actors.runtime import IN_DRIVER, RUNTIME_SENDER, Context
+from gliding_actors.runtime._ray import RayRuntime, decode_reply
+from gliding_actors.runtime._ray_cluster import LocalRayCluster, foreign_sockets
+from gliding_actors.runtime._ray_wire import pack
+
+pytestmark = pytest.mark.ray
+
+
+class Where:
+    """Answers with its process id; forwards ``{"t": "to", "to", "what"}``;
+    keeps what it was sent and the peer-lost notices it heard."""
+
+    receives_peer_lost = True
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def receive(self, message: Any, ctx: Context) -> Any:
+        if message == "pid":
+            return os.getpid()
+        if message == "seen":
+            return self.seen
+        if isinstance(message, dict) and message.get("t") == "to":
+            ctx.send(message["to"], message["what"])
+            return None
+        if isinstance(message, dict) and message.get("t") == "peer.lost":
+            assert ctx.sender == RUNTIME_SENDER
+            self.seen.append({"lost": message["actor"]})
+            return None
+        if message == "refuse":
+            raise ConflictError("refused")
+        self.seen.append({"from": ctx.sender, "message": message})
+        return None
+
+
+ray.cloudpickle.register_pickle_by_value(__import__(__name__))
+
+
+def eventually(check: Callable[[], bool], within: float = 20.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def rt(ray_cluster: LocalRayCluster) -> Iterator[RayRuntime]:
+    runtime = RayRuntime(ray_cluster.address, ask_timeout_s=30.0, monitor_s=0.5)
+    yield runtime
+    runtime.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _stop_spawned(rt: RayRuntime) -> Iterator[None]:
+    yield
+    for name in ("home", "away", "other"):
+        rt.stop(name)
+
+
+def test_a_driver_hosted_actor_runs_here_and_the_cluster_reaches_it_by_name(rt: RayRuntime) -> None:
+    home = rt.spawn("home", Where, placement=IN_DRIVER)
+    away = rt.spawn("away", Where)
+    assert home.ask("pid").get(20) == os.getpid()
+    assert away.ask("pid").get(20) != os.getpid()
+    # cluster -> driver (through the relay) and driver -> cluster (a plain Ray call)
+    away.tell({"t": "to", "to": "home", "what": "from away"})
+    home.tell({"t": "to", "to": "away", "what": "from home"})
+    eventually(lambda: home.ask("seen").get(20) == [{"from": "away", "message": "from away"}])
+    eventually(lambda: away.ask("seen").get(20) == [{"from": "home", "message": "from home"}])
+    assert rt.status("home")["alive"] and rt.status("home")["held"] == 0
+
+
+def test_an_ask_from_another_process_goes_through_the_relay(rt: RayRuntime) -> None:
+    """Actors only tell each other; a second driver's ask reaches the relay's ``ask``."""
+    rt.spawn("home", Where, placement=IN_DRIVER)
+    relay = ray.get_actor("home", namespace=rt.namespace)
+    stranger = "@driver:another"
+    answer = ray.get(relay.ask.remote(stranger, 0, pack("pid")), timeout=30)
+    assert answer[-1] is True  # the actor still runs
+    assert decode_reply(answer[:-1]) == os.getpid()
+    refused = ray.get(relay.ask.remote(stranger, 1, pack("refuse")), timeout=30)
+    with pytest.raises(ConflictError, match="refused"):
+        decode_reply(refused[:-1])
+
+
+def test_a_driver_hosted_actor_hears_that_a_peer_lost_its_process(rt: RayRuntime) -> None:
+    home = rt.spawn("home", Where, placement=IN_DRIVER)
+    rt.spawn("away", Where)
+    ray.kill(ray.get_actor("away", namespace=rt.namespace), no_restart=True)
+    eventually(lambda: {"lost": "away"} in home.ask("seen").get(20))
+    with pytest.raises(ActorUnavailable):
+        rt.lookup("away")
+
+
+def test_names_are_unique_across_the_driver_and_the_cluster(rt: RayRuntime) -> None:
+    rt.spawn("home", Where, placement=IN_DRIVER)
+    rt.spawn("away", Where)
+    with pytest.raises(InvalidInput, match="already running"):
+        rt.spawn("home", Where)
+    with pytest.raises(InvalidInput, match="already running"):
+        rt.spawn("home", Where, placement=IN_DRIVER)
+    with pytest.raises(InvalidInput, match="already running"):
+        rt.spawn("away", Where, placement=IN_DRIVER)
+    rt.stop("home")
+    with pytest.raises(ActorUnavailable):
+        rt.lookup("home").ask("pid").get(20)
+    again = rt.spawn("home", Where, placement=IN_DRIVER)  # the name is free again
+    assert again.ask("pid").get(20) == os.getpid()
+
+
+def test_a_factory_that_fails_in_the_driver_is_a_typed_error_and_leaves_no_relay(rt: RayRuntime) -> None:
+    def broken() -> Where:
+        raise RuntimeError("cannot build")
+
+    with pytest.raises(ActorUnavailable, match="cannot build"):
+        rt.spawn("other", broken, placement=IN_DRIVER)
+    eventually(lambda: _no_actor_named("other", rt.namespace))
+    assert rt.spawn("other", Where, placement=IN_DRIVER).ask("pid").get(20) == os.getpid()
+
+
+def _no_actor_named(name: str, namespace: str) -> bool:
+    try:
+        ray.get_actor(name, namespace=namespace)
+    except ValueError:
+        return True
+    return False
+
+
+def test_relays_stay_on_loopback(rt: RayRuntime, ray_cluster: LocalRayCluster) -> None:
+    rt.spawn("home", Where, placement=IN_DRIVER)
+    rt.spawn("away", Where)
+    rt.lookup("away").tell({"t": "to", "to": "home", "what": 1})
+    eventually(lambda: len(rt.lookup("home").ask("seen").get(20)) == 1)
+    assert foreign_sockets(ray_cluster.pids()) == []
