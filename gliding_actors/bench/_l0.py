@@ -47,7 +47,9 @@ import msgpack
 import plyvel
 
 from gliding_actors.clock import SystemClock
+from gliding_actors.config import L0Config
 from gliding_actors.l0 import L0Entry, L0Store
+from gliding_actors.l0._store import leveldb_options
 
 __all__ = ["run"]
 
@@ -85,8 +87,9 @@ def _nodes(n: int, rng: random.Random) -> list[L0Entry]:
 
 
 def _open_raw(path: Path) -> Any:
-    # The same options L0Store opens LevelDB with.
-    return plyvel.DB(str(path), create_if_missing=True, paranoid_checks=True, bloom_filter_bits=10)
+    """Raw LevelDB opened as L0Store opens it on the default config, so the
+    ratios measure L0's own work, not a difference in LevelDB's settings."""
+    return plyvel.DB(str(path), **leveldb_options(L0Config()))
 
 
 def _alternate(

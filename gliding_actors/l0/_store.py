@@ -110,6 +110,21 @@ _SEP = K.SEP
 _LABEL_CACHE_MAX = 4096
 
 
+def leveldb_options(config: L0Config) -> dict[str, Any]:
+    """The options L0 opens LevelDB with (``plyvel.DB`` keywords): checked,
+    with Bloom filters, its memory bounded by ``config`` rather than left to
+    LevelDB's defaults. ``bench l0`` opens its raw baseline with the same."""
+    return {
+        "create_if_missing": True,
+        "paranoid_checks": True,
+        "bloom_filter_bits": 10,
+        "write_buffer_size": config.write_buffer_bytes,
+        "lru_cache_size": config.block_cache_bytes,
+        "max_open_files": config.max_open_files,
+        "block_size": config.block_size_bytes,
+    }
+
+
 class L0Store:
     """The LevelDB-backed node store (see the module docstring for threading).
 
@@ -163,17 +178,7 @@ class L0Store:
         self._type_keys: dict[str, bytes] = {}
         self._closed = True
         try:
-            self._db = plyvel.DB(
-                self._path,
-                create_if_missing=True,
-                paranoid_checks=True,
-                bloom_filter_bits=10,
-                # LevelDB's memory, bounded by the config rather than left to its defaults
-                write_buffer_size=self._config.write_buffer_bytes,
-                lru_cache_size=self._config.block_cache_bytes,
-                max_open_files=self._config.max_open_files,
-                block_size=self._config.block_size_bytes,
-            )
+            self._db = plyvel.DB(self._path, **leveldb_options(self._config))
         except plyvel.CorruptionError as exc:
             raise StorageError(f"L0 database {self._path} is corrupt: {exc}") from exc
         except plyvel.Error as exc:

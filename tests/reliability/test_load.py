@@ -173,7 +173,7 @@ def test_a_short_soak_samples_memory_and_judges_it() -> None:
     # LevelDB's part is sampled while the memory is open and stays under the bound its config sets
     l0 = [m for _, _, m in result["series"] if m is not None]
     assert len(l0) >= 4 and result["l0_mb_max"] == pytest.approx(max(l0), abs=0.01)
-    assert 0 < result["l0_mb_max"] <= result["l0_cap_mb"] == 16.0  # 2 x 4 MiB memtables + an 8 MiB block cache
+    assert 0 < result["l0_mb_max"] <= result["l0_cap_mb"] == 6.0  # 2 x 1 MiB memtables + a 4 MiB block cache
     assert result["series"][0][2] is None and result["series"][-1][2] is None  # before open, after close
     assert result["py_blocks_last_third_max"] > 0 and result["py_blocks_first_third_max"] > 0
     assert isinstance(result["slope_last_half_mb_per_min"], float)
