@@ -51,7 +51,15 @@ from gliding_actors.l2._permissions import PermissionMatrix
 from gliding_actors.l2._registry import LineGraphs
 from gliding_actors.l3 import VIEWS_ACTOR, ProjectionService
 from gliding_actors.metrics._counters import SystemCounters
-from gliding_actors.runtime import Future, GatheredFuture, Runtime, Simulator, ThreadsRuntime, create_runtime
+from gliding_actors.runtime import (
+    IN_DRIVER,
+    Future,
+    GatheredFuture,
+    Runtime,
+    Simulator,
+    ThreadsRuntime,
+    create_runtime,
+)
 
 if TYPE_CHECKING:
     from gliding_actors.scenario._record import Recorder
@@ -289,19 +297,26 @@ class MemorySystem:
             reclaim = self.directories if built > 1 else ()
             return CacheActor(agent_id, controller, board, reclaim_from=reclaim, tally=self.counters.actor(name))
 
-        self.spawn_supervised(name, build)
+        # In the agents' own process on every backend: a read hit is a lookup in
+        # the board this cache publishes to, never a message (on Ray, IN_DRIVER).
+        self.spawn_supervised(name, build, placement=IN_DRIVER)
 
-    def spawn_supervised(self, name: str, factory: Callable[[], Any]) -> None:
+    def spawn_supervised(self, name: str, factory: Callable[[], Any], *, placement: str | None = None) -> None:
         """Spawn one of the system's actors under the supervisor.
 
         Every actor the system runs is spawned here: rebuilt from ``factory``
         after a crash while the restart intensity allows it
         (``runtime.max_restarts`` within ``runtime.restart_window_s``), stopped
         for good after that; the supervisor (itself included) is told of each
-        crash. See :mod:`gliding_actors._supervision`.
+        crash. See :mod:`gliding_actors._supervision`. ``placement`` is the
+        runtime's (:meth:`Runtime.spawn`).
         """
         self._runtime.spawn(
-            name, self._supervision.supervise(name, factory), supervisor=SUPERVISOR_ACTOR, restart=True
+            name,
+            self._supervision.supervise(name, factory),
+            supervisor=SUPERVISOR_ACTOR,
+            restart=True,
+            placement=placement,
         )
 
     def supervision(self) -> dict[str, Any]:

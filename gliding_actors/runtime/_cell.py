@@ -16,15 +16,25 @@ from typing import Any
 
 from gliding_actors.clock import Clock
 from gliding_actors.errors import ActorCrashed, ActorUnavailable, GlidingError, InvalidInput
-from gliding_actors.runtime._interface import DEFERRED, Behaviour, Message, ReplyToken
+from gliding_actors.runtime._interface import DEFERRED, IN_DRIVER, Behaviour, Message, ReplyToken
 
-__all__ = ["Cell", "Effects", "check_actor_name", "describe_exception"]
+__all__ = ["Cell", "Effects", "check_actor_name", "check_in_process_placement", "describe_exception"]
 
 
 def check_actor_name(name: object) -> None:
     """Actor names are non-empty strings; a leading '@' is reserved for the runtime."""
     if not isinstance(name, str) or not name or name.startswith("@"):
         raise InvalidInput(f"actor names are non-empty strings not starting with '@': {name!r}")
+
+
+def check_in_process_placement(placement: object, backend: str) -> None:
+    """A backend whose actors all run in this process honours only None and
+    IN_DRIVER; a node id is refused rather than silently ignored."""
+    if placement is not None and placement != IN_DRIVER:
+        raise InvalidInput(
+            f"the {backend} runtime runs every actor in this process; placement {placement!r} "
+            f"(a node) needs runtime='ray' (None or {IN_DRIVER!r} are accepted)"
+        )
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -201,8 +201,16 @@ class Runtime(Protocol):
         *,
         supervisor: str | None = None,
         restart: bool = False,
+        placement: str | None = None,
     ) -> ActorRef[Any]:
-        """Start an actor hosting ``factory()`` under a unique ``name``."""
+        """Start an actor hosting ``factory()`` under a unique ``name``.
+
+        ``placement`` says where it runs: None (the backend's choice),
+        :data:`IN_DRIVER` (in the process that opened the runtime: every
+        actor of ``threads`` and ``sim`` already is), or on ``ray`` a node id.
+        A placement the backend cannot honour is refused with InvalidInput
+        and nothing is started.
+        """
         ...
 
     def lookup(self, name: str) -> ActorRef[Any]:

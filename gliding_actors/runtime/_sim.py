@@ -28,7 +28,7 @@ import msgpack
 
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput, Timeout
-from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, describe_exception
+from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, check_in_process_placement, describe_exception
 from gliding_actors.runtime._future import BaseFuture
 from gliding_actors.runtime._interface import Behaviour, Message
 
@@ -159,8 +159,10 @@ class Simulator:
         *,
         supervisor: str | None = None,
         restart: bool = False,
+        placement: str | None = None,
     ) -> _SimRef:
         check_actor_name(name)
+        check_in_process_placement(placement, "sim")
         if self._closed:
             raise ActorUnavailable("the simulator is shut down")
         existing = self._cells.get(name)

@@ -22,7 +22,7 @@ import pykka
 
 from gliding_actors.clock import Clock, SystemClock, VirtualClock
 from gliding_actors.errors import ActorUnavailable, InvalidInput, Timeout
-from gliding_actors.runtime._cell import Cell, Effects, check_actor_name
+from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, check_in_process_placement
 from gliding_actors.runtime._future import ThreadFuture
 from gliding_actors.runtime._interface import Behaviour, Message
 
@@ -124,8 +124,10 @@ class ThreadsRuntime:
         *,
         supervisor: str | None = None,
         restart: bool = False,
+        placement: str | None = None,
     ) -> _Ref:
         check_actor_name(name)
+        check_in_process_placement(placement, "threads")
         with self._lock:
             if self._closed:
                 raise ActorUnavailable("the runtime is shut down")

@@ -10,7 +10,8 @@ leaves them out and CI runs them as their own step (``pytest -m ray tests/ray``)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -33,3 +34,17 @@ def ray_driver(ray_cluster: LocalRayCluster) -> Iterator[RayConnection]:
         yield conn
     finally:
         conn.close()
+
+
+@pytest.fixture
+def eventually() -> Callable[..., None]:
+    """``eventually(check, within=20.0)``: poll ``check()`` until it holds; fail
+    the test if it has not within ``within`` seconds (Ray delivers asynchronously)."""
+
+    def wait(check: Callable[[], bool], within: float = 20.0) -> None:
+        deadline = time.monotonic() + within
+        while not check():
+            assert time.monotonic() < deadline, "condition never held"
+            time.sleep(0.02)
+
+    return wait

@@ -11,7 +11,6 @@ between two caches in the driver never leaves the process.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,15 +33,10 @@ SHARDS = ("dir:0", "dir:1")
 AGENTS = ("a", "b", "c")
 
 
-def eventually(check: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.02)
-
-
 def cache_in_driver(agent: str, board: SnapshotBoard) -> CacheActor:
-    controller = CacheController(cache_name(agent), functools.partial(directory_shard, shards=SHARDS), 64)
+    controller = CacheController(
+        cache_name(agent), functools.partial(directory_shard, shards=SHARDS), 64
+    )
     return CacheActor(agent, controller, board)
 
 
@@ -68,7 +62,11 @@ def test_caches_in_the_driver_stay_coherent_through_shards_on_two_nodes(
             rt.spawn(name, ShardRecipe(name, str(tmp_path), caches=caches), placement=node)
         board = SnapshotBoard()
         for agent in AGENTS:
-            rt.spawn(cache_name(agent), functools.partial(cache_in_driver, agent, board), placement=IN_DRIVER)
+            rt.spawn(
+                cache_name(agent),
+                functools.partial(cache_in_driver, agent, board),
+                placement=IN_DRIVER,
+            )
         lines = [f"urn:line:{i}" for i in range(8)]
         assert {directory_shard(iri, SHARDS) for iri in lines} == set(SHARDS)
 
@@ -83,7 +81,9 @@ def test_caches_in_the_driver_stay_coherent_through_shards_on_two_nodes(
             assert hit is not None and unpack_value(hit[1]) == {"n": i}
 
         # c writes: the shards invalidate a's and b's copies in the driver
-        versions = {iri: store(rt, "c", iri, {"n": 100 + i})["version"] for i, iri in enumerate(lines)}
+        versions = {
+            iri: store(rt, "c", iri, {"n": 100 + i})["version"] for i, iri in enumerate(lines)
+        }
         for iri in lines:
             assert board.lookup("a", iri) is None and board.lookup("b", iri) is None
         for i, iri in enumerate(lines):
@@ -104,7 +104,9 @@ def test_caches_in_the_driver_stay_coherent_through_shards_on_two_nodes(
         rt.shutdown()
 
 
-def test_a_driver_cache_hears_its_shard_lost_its_process(ray_cluster: LocalRayCluster, tmp_path: Path) -> None:
+def test_a_driver_cache_hears_its_shard_lost_its_process(
+    ray_cluster: LocalRayCluster, tmp_path: Path, eventually: Callable[..., None]
+) -> None:
     """The monitor's peer.lost reaches a cache in the driver as it reaches one on the cluster."""
     rt = RayRuntime(ray_cluster.address, ask_timeout_s=30.0, monitor_s=0.5)
     try:
@@ -124,7 +126,9 @@ def test_a_driver_cache_hears_its_shard_lost_its_process(ray_cluster: LocalRayCl
             rt.spawn(name, ShardRecipe(name, str(tmp_path), caches=(cache_name("a"),)))
 
         def build() -> CacheActor:
-            controller = CacheController(cache_name("a"), functools.partial(directory_shard, shards=SHARDS), 64)
+            controller = CacheController(
+                cache_name("a"), functools.partial(directory_shard, shards=SHARDS), 64
+            )
             return Listening("a", controller, board)
 
         rt.spawn(cache_name("a"), build, placement=IN_DRIVER)

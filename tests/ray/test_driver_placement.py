@@ -10,7 +10,6 @@ both kinds of host, and nothing it adds leaves loopback.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -57,13 +56,6 @@ class Where:
 ray.cloudpickle.register_pickle_by_value(__import__(__name__))
 
 
-def eventually(check: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def rt(ray_cluster: LocalRayCluster) -> Iterator[RayRuntime]:
     runtime = RayRuntime(ray_cluster.address, ask_timeout_s=30.0, monitor_s=0.5)
@@ -78,7 +70,9 @@ def _stop_spawned(rt: RayRuntime) -> Iterator[None]:
         rt.stop(name)
 
 
-def test_a_driver_hosted_actor_runs_here_and_the_cluster_reaches_it_by_name(rt: RayRuntime) -> None:
+def test_a_driver_hosted_actor_runs_here_and_the_cluster_reaches_it_by_name(
+    rt: RayRuntime, eventually: Callable[..., None]
+) -> None:
     home = rt.spawn("home", Where, placement=IN_DRIVER)
     away = rt.spawn("away", Where)
     assert home.ask("pid").get(20) == os.getpid()
@@ -104,7 +98,9 @@ def test_an_ask_from_another_process_goes_through_the_relay(rt: RayRuntime) -> N
         decode_reply(refused[:-1])
 
 
-def test_a_driver_hosted_actor_hears_that_a_peer_lost_its_process(rt: RayRuntime) -> None:
+def test_a_driver_hosted_actor_hears_that_a_peer_lost_its_process(
+    rt: RayRuntime, eventually: Callable[..., None]
+) -> None:
     home = rt.spawn("home", Where, placement=IN_DRIVER)
     rt.spawn("away", Where)
     ray.kill(ray.get_actor("away", namespace=rt.namespace), no_restart=True)
@@ -129,7 +125,9 @@ def test_names_are_unique_across_the_driver_and_the_cluster(rt: RayRuntime) -> N
     assert again.ask("pid").get(20) == os.getpid()
 
 
-def test_a_factory_that_fails_in_the_driver_is_a_typed_error_and_leaves_no_relay(rt: RayRuntime) -> None:
+def test_a_factory_that_fails_in_the_driver_is_a_typed_error_and_leaves_no_relay(
+    rt: RayRuntime, eventually: Callable[..., None]
+) -> None:
     def broken() -> Where:
         raise RuntimeError("cannot build")
 
@@ -147,7 +145,9 @@ def _no_actor_named(name: str, namespace: str) -> bool:
     return False
 
 
-def test_relays_stay_on_loopback(rt: RayRuntime, ray_cluster: LocalRayCluster) -> None:
+def test_relays_stay_on_loopback(
+    rt: RayRuntime, ray_cluster: LocalRayCluster, eventually: Callable[..., None]
+) -> None:
     rt.spawn("home", Where, placement=IN_DRIVER)
     rt.spawn("away", Where)
     rt.lookup("away").tell({"t": "to", "to": "home", "what": 1})

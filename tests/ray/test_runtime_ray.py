@@ -84,13 +84,6 @@ class Relay:
 ray.cloudpickle.register_pickle_by_value(__import__(__name__))
 
 
-def eventually(check: Callable[[], bool], within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def ray_runtime(ray_cluster: LocalRayCluster) -> Any:
     """A driver on the module's two-node cluster (tests/ray/conftest.py), pinned to 127.0.0.1."""
@@ -142,7 +135,9 @@ def test_ask_refusal_and_the_same_error_class(rt: Any) -> None:
     assert ref.is_alive()
 
 
-def test_crash_fails_the_asker_notifies_the_supervisor_and_frees_the_name(rt: Any) -> None:
+def test_crash_fails_the_asker_notifies_the_supervisor_and_frees_the_name(
+    rt: Any, eventually: Callable[..., None]
+) -> None:
     supervisor = rt.spawn("sup", contract.Recorder)
     ref = rt.spawn("counter", contract.Counter, supervisor="sup")
     with pytest.raises(ActorCrashed) as info:
@@ -192,7 +187,9 @@ def test_deferred_replies_crashes_and_stop_fail_every_open_ask(rt: Any) -> None:
         ref.ask({"t": "wait"}).get(20)
 
 
-def test_fifo_per_pair_from_the_driver_and_between_actors(rt: Any) -> None:
+def test_fifo_per_pair_from_the_driver_and_between_actors(
+    rt: Any, eventually: Callable[..., None]
+) -> None:
     """Ray does not promise call order to an async actor; the sequence numbers do."""
     ordered = rt.spawn("ordered", contract.Recorder)  # keeps every message in arrival order
     relay = rt.spawn("relay", Relay)
@@ -223,7 +220,9 @@ def test_msgpack_on_the_wire_replies_and_errors(rt: Any) -> None:
     assert refused.value is not None
 
 
-def test_timers_fire_on_the_system_clock_in_the_worker(rt: Any) -> None:
+def test_timers_fire_on_the_system_clock_in_the_worker(
+    rt: Any, eventually: Callable[..., None]
+) -> None:
     ordered = rt.spawn("ordered", contract.Recorder)  # keeps every message in arrival order
     relay = rt.spawn("relay", Relay)
     relay.ask({"t": "arm", "delay": 0.05}).get(20)

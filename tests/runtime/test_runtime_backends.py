@@ -9,7 +9,7 @@ import pytest
 
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import ActorCrashed, ActorUnavailable, ConflictError, InvalidInput, Timeout
-from gliding_actors.runtime import DEFERRED, Context, ReplyToken, Runtime, Simulator, ThreadsRuntime
+from gliding_actors.runtime import DEFERRED, IN_DRIVER, Context, ReplyToken, Runtime, Simulator, ThreadsRuntime
 
 
 class Counter:
@@ -237,3 +237,15 @@ def test_shutdown_is_idempotent_and_refuses_new_actors(runtime: Runtime) -> None
     runtime.shutdown()
     with pytest.raises(ActorUnavailable):
         runtime.spawn("other", Counter)
+
+
+def test_in_driver_placement_is_honoured_and_a_node_is_refused_with_nothing_started(runtime: Runtime) -> None:
+    """Every actor of threads and sim runs in this process: IN_DRIVER is what
+    they do anyway; a node id cannot be honoured, so it is refused, not ignored."""
+    ref = runtime.spawn("counter", Counter, placement=IN_DRIVER)
+    assert ref.ask({"t": "add", "n": 1}).get(2.0) == 1
+    with pytest.raises(InvalidInput, match="runtime='ray'"):
+        runtime.spawn("placed", Counter, placement="4c1f0e9a-node")
+    with pytest.raises(ActorUnavailable):
+        runtime.lookup("placed")
+    assert runtime.spawn("placed", Counter).ask({"t": "add", "n": 2}).get(2.0) == 2  # the name stayed free
