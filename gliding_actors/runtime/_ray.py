@@ -393,7 +393,7 @@ class RayRuntime:
             self._supervisors[name] = supervisor
             self._dead.discard(name)
         if not host.start():
-            self._driver_actor_ended(name)
+            self._driver_actor_ended(host)
             raise ActorUnavailable(f"actor {name!r} did not start: its on_start failed")
         return _Ref(self, name, host)
 
@@ -412,15 +412,17 @@ class RayRuntime:
         except ValueError:
             return None
 
-    def _driver_actor_ended(self, name: str) -> None:
+    def _driver_actor_ended(self, host: DriverHost) -> None:
         """A driver-hosted actor stopped for good (a crash it did not restart from):
-        free its name, as a Ray-hosted one's exit does."""
+        free its name, as a Ray-hosted one's exit does (a successor already
+        spawned under the name is left alone)."""
         with self._lock:
-            host = self._local.pop(name, None)
-            self._supervisors.pop(name, None)
-            self._dead.add(name)
-        if host is not None:
-            self._ray.kill(host.relay, no_restart=True)
+            if self._local.get(host.name) is not host:
+                return
+            del self._local[host.name]
+            self._supervisors.pop(host.name, None)
+            self._dead.add(host.name)
+        self._ray.kill(host.relay, no_restart=True)
 
     def _watch(self) -> None:
         """Every ``monitor_s``: ask each actor this runtime spawned for its status;

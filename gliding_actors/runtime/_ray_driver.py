@@ -240,6 +240,12 @@ class DriverHost:
         self._carry_out(self._cell.deliver(sender, message, rid))
 
     def _carry_out(self, effects: Effects) -> None:
+        ended = effects.crash is not None and not self._cell.alive
+        if ended:
+            # Free the name before anyone hears of the crash: an asker told
+            # ActorCrashed may spawn a successor under it at once.
+            self._stopping.set()
+            self._runtime._driver_actor_ended(self)
         for to, message in effects.sends:
             self._send(to, message)
         for delay, message in effects.timers:
@@ -252,9 +258,8 @@ class DriverHost:
             log.error("actor %r crashed: %s", self.name, effects.crash["error"])
             if self._cell.supervisor is not None:
                 self._send(self._cell.supervisor, effects.crash)
-            if not self._cell.alive:
+            if ended:
                 self._fail_asks(f"actor {self.name!r} stopped after a crash")
-                self._runtime._driver_actor_ended(self.name)
                 self._queue.put(("stop", "stopped after a crash", threading.Event()))
 
     def _reply(self, rid: int, ok: bool, value: Any) -> None:
