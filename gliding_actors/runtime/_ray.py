@@ -49,6 +49,7 @@ from gliding_actors.runtime._ray_wire import (
     decode_reply,
     encode_reply,
     pack,
+    seen_as,
     unpack,
 )
 
@@ -135,8 +136,7 @@ class RayHost:
             self._deliver(sender, unpack(payload_now), rid_now)
 
     def _deliver(self, sender: str, message: Message, rid: int | None) -> None:
-        as_seen = None if sender.startswith(DRIVER_PREFIX) else sender
-        self._carry_out(self._cell.deliver(as_seen, message, rid))
+        self._carry_out(self._cell.deliver(seen_as(sender), message, rid))
 
     # -- effects ------------------------------------------------------------
     def _carry_out(self, effects: Effects) -> None:

@@ -38,11 +38,11 @@ from gliding_actors.runtime._cell import Cell, Effects
 from gliding_actors.runtime._future import ThreadFuture
 from gliding_actors.runtime._interface import IN_DRIVER, RUNTIME_SENDER, Behaviour, Message
 from gliding_actors.runtime._ray_wire import (
-    DRIVER_PREFIX,
     InOrder,
     decode_reply,
     encode_reply,
     pack,
+    seen_as,
     unpack,
 )
 
@@ -218,8 +218,7 @@ class DriverHost:
                     if relay_rid_now is not None:
                         rid = next(self._rids)
                         self._asks[rid] = relay_rid_now
-                    as_seen = None if sender.startswith(DRIVER_PREFIX) else sender
-                    self._deliver(as_seen, unpack(payload_now), rid)
+                    self._deliver(seen_as(sender), unpack(payload_now), rid)
             elif kind == "timer":
                 self._deliver(None, item[1], None)
             elif kind == "lost":

@@ -16,12 +16,17 @@ import gliding_actors.errors as errors_module
 from gliding_actors.errors import GlidingError, InvalidInput
 from gliding_actors.runtime._cell import describe_exception
 
-__all__ = ["DRIVER_PREFIX", "InOrder", "decode_reply", "encode_reply", "pack", "unpack"]
+__all__ = ["DRIVER_PREFIX", "InOrder", "decode_reply", "encode_reply", "pack", "seen_as", "unpack"]
 
 T = TypeVar("T")
 
 #: prefix of a driver's sender id; a cell sees such a sender as ``None`` (outside)
 DRIVER_PREFIX = "@driver:"
+
+
+def seen_as(sender: str) -> str | None:
+    """The sender a cell is shown: None for a driver (a call from outside), else the actor's name."""
+    return None if sender.startswith(DRIVER_PREFIX) else sender
 
 
 def pack(value: Any) -> bytes:
