@@ -66,12 +66,15 @@ def _prefixes_for(sparql: str) -> dict[str, str] | None:
 
 class GraphNode(NamedTuple):
     """One line as the graph store holds it. ``value`` is the object exactly
-    as written (``None`` for a tombstone); ``graph`` the graph name."""
+    as written (``None`` for a tombstone); ``graph`` the graph name; ``tags``
+    the line's tags as written (last, with a default, so that a node built
+    from the first four fields still compares equal to one without tags)."""
 
     iri: str
     value: dict[str, Any] | None
     graph: str
     version: int
+    tags: tuple[str, ...] = ()
 
 
 class _Dataset(NamedTuple):
@@ -90,6 +93,7 @@ class _Entry(NamedTuple):
     graph: str
     version: int
     quads: tuple[ox.Quad, ...]
+    tags: tuple[str, ...]
 
 
 # --- network guard -------------------------------------------------------------------------
@@ -231,6 +235,22 @@ def _data_block(quads: Iterable[ox.Quad]) -> str:
     return " ".join(f"GRAPH {g} {{ {' . '.join(ts)} }}" for g, ts in by_graph.items())
 
 
+def _tags(tags: object) -> tuple[str, ...]:
+    """``tags`` as the tuple a node entry keeps; :class:`InvalidInput` unless
+    it is a list or tuple of strings (a bare string would be split into
+    one-letter tags, so it is refused too)."""
+    if type(tags) is tuple:
+        kept: tuple[object, ...] = tags
+    elif type(tags) is list:
+        kept = tuple(tags)
+    else:
+        raise InvalidInput(f"tags are a list or tuple of strings, not {type(tags).__name__}", path=("tags",))
+    for n, tag in enumerate(kept):
+        if type(tag) is not str:
+            raise InvalidInput(f"a tag is a string, not {type(tag).__name__}", path=("tags", n))
+    return kept  # type: ignore[return-value]  # every item checked to be a str just above
+
+
 # --- the store -----------------------------------------------------------------------------
 
 #: Never written: :meth:`GraphStore.check_query` parses queries against it.
@@ -336,7 +356,14 @@ class GraphStore:
         _named(iri, "iri")
         to_quads(iri, value, ox.NamedNode(GRAPH_BASE + "check"))
 
-    def put_node(self, iri: str, value: dict[str, Any] | None, graph: str, version: int) -> bool:
+    def put_node(
+        self,
+        iri: str,
+        value: dict[str, Any] | None,
+        graph: str,
+        version: int,
+        tags: tuple[str, ...] | list[str] = (),
+    ) -> bool:
         """Make line ``iri`` hold ``value`` (``None``: a tombstone) in ``graph``.
 
         The quads this line put before are replaced by exactly the quads of
@@ -348,12 +375,22 @@ class GraphStore:
 
         ``value`` is kept by reference and never modified; readers get it back
         as written (callers treat values as immutable).
+
+        ``tags`` (strings, kept as a tuple in the order given) ride along in
+        the node entry and are not turned into quads: the entry is then a whole
+        copy of the line — value, version, tags, graph — so a reader that
+        cannot reach the directory homes (on Ray they live in other processes)
+        answers from here (:meth:`MemorySystem.line_copy`). A tombstone keeps
+        its version, graph and tags, so a deleted line is never mistaken for
+        an older copy in L0. A tag that is not a string is
+        :class:`InvalidInput`, nothing changed.
         """
         self._open()
         _named(iri, "iri")
         graph_node = self.graph_node(graph)
         if type(version) is not int or version < 0:
             raise InvalidInput(f"version must be an int >= 0, not {version!r}", path=("version",))
+        kept_tags = _tags(tags)
         old = self._nodes.get(iri)
         if old is not None and version < old.version:
             return False
@@ -361,7 +398,7 @@ class GraphStore:
         # Nothing has changed so far; the RDF transaction is the only step that
         # can still fail, and it either commits whole or not at all.
         self._replace(() if old is None else old.quads, quads)
-        self._nodes[iri] = _Entry(value, graph, version, quads)
+        self._nodes[iri] = _Entry(value, graph, version, quads, kept_tags)
         if old is not None and old.value is not None:
             self._by_graph[old.graph].discard(iri)
             self._live -= 1
@@ -445,7 +482,7 @@ class GraphStore:
         entry = self._nodes.get(iri)
         if entry is None:
             return None
-        return GraphNode(iri, entry.value, entry.graph, entry.version)
+        return GraphNode(iri, entry.value, entry.graph, entry.version, entry.tags)
 
     def quads_of(self, iri: str) -> tuple[ox.Quad, ...]:
         """The quads line ``iri`` put, all in its named graph (empty for a
@@ -458,7 +495,7 @@ class GraphStore:
     def lines(self) -> list[GraphNode]:
         """Every line held, tombstones included, sorted by IRI."""
         return [
-            GraphNode(iri, e.value, e.graph, e.version) for iri, e in sorted(self._nodes.items())
+            GraphNode(iri, e.value, e.graph, e.version, e.tags) for iri, e in sorted(self._nodes.items())
         ]
 
     def graph_of(self, iri: str) -> str | None:
