@@ -14,6 +14,7 @@ from gliding_actors.errors import InvalidInput
 from gliding_actors.runtime._future import BaseFuture, ChainedFuture, CompletedFuture, GatheredFuture, MappedFuture
 from gliding_actors.runtime._interface import (
     DEFERRED,
+    DRIVER_ONLY,
     IN_DRIVER,
     RUNTIME_SENDER,
     ActorRef,
@@ -30,6 +31,7 @@ from gliding_actors.runtime._threads import ThreadsRuntime
 __all__ = [
     "BACKENDS",
     "DEFERRED",
+    "DRIVER_ONLY",
     "IN_DRIVER",
     "RUNTIME_SENDER",
     "ActorRef",

@@ -16,7 +16,7 @@ from typing import Any
 
 from gliding_actors.clock import Clock
 from gliding_actors.errors import ActorCrashed, ActorUnavailable, GlidingError, InvalidInput
-from gliding_actors.runtime._interface import DEFERRED, IN_DRIVER, Behaviour, Message, ReplyToken
+from gliding_actors.runtime._interface import DEFERRED, DRIVER_ONLY, IN_DRIVER, Behaviour, Message, ReplyToken
 
 __all__ = ["Cell", "Effects", "check_actor_name", "check_in_process_placement", "describe_exception"]
 
@@ -29,11 +29,11 @@ def check_actor_name(name: object) -> None:
 
 def check_in_process_placement(placement: object, backend: str) -> None:
     """A backend whose actors all run in this process honours only None and
-    IN_DRIVER; a node id is refused rather than silently ignored."""
-    if placement is not None and placement != IN_DRIVER:
+    IN_DRIVER / DRIVER_ONLY; a node id is refused rather than silently ignored."""
+    if placement is not None and placement not in (IN_DRIVER, DRIVER_ONLY):
         raise InvalidInput(
             f"the {backend} runtime runs every actor in this process; placement {placement!r} "
-            f"(a node) needs runtime='ray' (None or {IN_DRIVER!r} are accepted)"
+            f"(a node) needs runtime='ray' (None, {IN_DRIVER!r} or {DRIVER_ONLY!r} are accepted)"
         )
 
 

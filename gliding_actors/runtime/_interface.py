@@ -37,6 +37,7 @@ from gliding_actors.clock import Clock
 
 __all__ = [
     "DEFERRED",
+    "DRIVER_ONLY",
     "IN_DRIVER",
     "RUNTIME_SENDER",
     "ActorRef",
@@ -60,6 +61,12 @@ RUNTIME_SENDER = "@runtime"
 IN_DRIVER = "driver"
 """``spawn(..., placement=IN_DRIVER)`` on Ray: host the actor in the process that
 opened the runtime (the agents' own), reachable from the cluster all the same."""
+
+DRIVER_ONLY = "driver-only"
+"""``spawn(..., placement=DRIVER_ONLY)`` on Ray: host the actor in the driver, as
+:data:`IN_DRIVER`, but reachable only from the driver and its hosted actors (a
+send from the cluster is a dead letter). It saves the relay, a Ray worker
+process, for a service nothing on the cluster talks to."""
 
 
 class _Deferred:
@@ -207,7 +214,8 @@ class Runtime(Protocol):
 
         ``placement`` says where it runs: None (the backend's choice),
         :data:`IN_DRIVER` (in the process that opened the runtime: every
-        actor of ``threads`` and ``sim`` already is), or on ``ray`` a node id.
+        actor of ``threads`` and ``sim`` already is), :data:`DRIVER_ONLY` (there
+        too, not reachable from a Ray cluster), or on ``ray`` a node id.
         A placement the backend cannot honour is refused with InvalidInput
         and nothing is started.
         """

@@ -19,7 +19,9 @@ refusals, crashes, restarts and deferred replies behave identically:
   Ray's object future with a timeout, never on an actor.
 * **Time** is the system clock of each process: a virtual clock cannot be
   shared between processes, so ``sim`` stays the backend for deterministic
-  replay.
+  replay. The actors hosted in the driver take the runtime's clock, which
+  may be a :class:`~gliding_actors.clock.VirtualClock` (a scenario's
+  ``advance`` moves it, and their timers fire as on threads).
 
 Ray is an optional extra, imported only when this backend is created.
 """
@@ -27,6 +29,7 @@ Ray is an optional extra, imported only when this backend is created.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import importlib
 import itertools
 import logging
@@ -36,11 +39,17 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from gliding_actors.clock import Clock, SystemClock
-from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput
+from gliding_actors.clock import Clock, SystemClock, VirtualClock
+from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput, Timeout
 from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, describe_exception
 from gliding_actors.runtime._future import ThreadFuture
-from gliding_actors.runtime._interface import IN_DRIVER, RUNTIME_SENDER, Behaviour, Message
+from gliding_actors.runtime._interface import (
+    DRIVER_ONLY,
+    IN_DRIVER,
+    RUNTIME_SENDER,
+    Behaviour,
+    Message,
+)
 from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection, connect, import_ray
 from gliding_actors.runtime._ray_driver import DriverHost, Relay
 from gliding_actors.runtime._ray_wire import (
@@ -128,6 +137,11 @@ class RayHost:
             "held": self._in_order.held,
             # this actor's process alone (one actor per Ray worker): what its work cost in CPU
             "cpu_s": time.process_time(),
+            "node": str(import_ray().get_runtime_context().get_node_id()),
+            # for quiescence: messages sent per receiver, and handled per sender (in order)
+            "out": dict(self._out),
+            "in": self._in_order.expected,
+            "pending": 0,  # a message is handled in the same loop turn that takes it in
         }
 
     # -- ordering -----------------------------------------------------------
@@ -253,8 +267,8 @@ class RayRuntime:
         spawn_timeout_s: float = 60.0,
         monitor_s: float = 1.0,
     ) -> None:
-        if clock is not None and not isinstance(clock, SystemClock):
-            raise InvalidInput("the ray runtime runs on the system clock; use runtime='sim' for a virtual one")
+        if clock is not None and not isinstance(clock, (SystemClock, VirtualClock)):
+            raise InvalidInput(f"the ray runtime runs on the system clock or a VirtualClock, not {type(clock).__name__}")
         ray = import_ray()
         self._ray = ray
         self._clock: Clock = clock if clock is not None else SystemClock()
@@ -287,6 +301,11 @@ class RayRuntime:
         self._stopping = threading.Event()
         #: actors whose process was seen to die, oldest first (for reports and tests)
         self.lost: list[str] = []
+        #: timers of driver-hosted actors on a VirtualClock: (due, seq, host, message)
+        self._virtual_timers: list[tuple[float, int, DriverHost, Message]] = []
+        self._timer_seq = itertools.count()
+        if isinstance(self._clock, VirtualClock):
+            self._clock.on_change(lambda _now: self._fire_due())
 
     # -- interface ---------------------------------------------------------
     @property
@@ -317,8 +336,10 @@ class RayRuntime:
                 raise ActorUnavailable("the runtime is shut down")
             if name in self._local:
                 raise InvalidInput(f"an actor named {name!r} is already running (in this driver)")
-        if placement == IN_DRIVER:
-            return self._spawn_in_driver(name, factory, supervisor=supervisor, restart=restart)
+        if placement in (IN_DRIVER, DRIVER_ONLY):
+            return self._spawn_in_driver(
+                name, factory, supervisor=supervisor, restart=restart, relayed=placement == IN_DRIVER
+            )
         options: dict[str, Any] = {
             "name": name,
             "namespace": self._namespace,
@@ -366,27 +387,32 @@ class RayRuntime:
                 raise InvalidInput(f"actor {name!r} cannot be sent to Ray: {describe_exception(exc)}") from exc
 
     def _spawn_in_driver(
-        self, name: str, factory: Callable[[], Behaviour], *, supervisor: str | None, restart: bool
+        self, name: str, factory: Callable[[], Behaviour], *, supervisor: str | None, restart: bool, relayed: bool
     ) -> _Ref:
         """Host the actor on a thread of this process, with a :class:`Relay` under
-        its name on this node so the cluster can reach it (see :mod:`._ray_driver`)."""
+        its name on this node so the cluster can reach it (see :mod:`._ray_driver`),
+        unless it is not ``relayed`` (:data:`DRIVER_ONLY`)."""
         ray = self._ray
-        options = {
-            "name": name,
-            "namespace": self._namespace,
-            "num_cpus": 0,
-            "max_restarts": 0,
-            "scheduling_strategy": node_affinity(ray.get_runtime_context().get_node_id()),
-        }
-        relay_class = _remote_class(ray, Relay).options(**options)
-        relay = self._create_named(name, relay_class.remote)
+        relay = None
+        if relayed:
+            options = {
+                "name": name,
+                "namespace": self._namespace,
+                "num_cpus": 0,
+                "max_restarts": 0,
+                "scheduling_strategy": node_affinity(ray.get_runtime_context().get_node_id()),
+            }
+            relay_class = _remote_class(ray, Relay).options(**options)
+            relay = self._create_named(name, relay_class.remote)
         try:
-            ray.get(relay.status.remote(), timeout=self._spawn_timeout_s)
+            if relay is not None:
+                ray.get(relay.status.remote(), timeout=self._spawn_timeout_s)
             host = DriverHost(
                 self, name, factory, self._clock, supervisor=supervisor, restart=restart, relay=relay
             )
         except Exception as exc:  # the factory failed, or the relay never came up
-            ray.kill(relay, no_restart=True)
+            if relay is not None:
+                ray.kill(relay, no_restart=True)
             raise ActorUnavailable(f"actor {name!r} did not start: {describe_exception(exc)}") from exc
         with self._lock:
             self._local[name] = host
@@ -396,6 +422,29 @@ class RayRuntime:
             self._driver_actor_ended(host)
             raise ActorUnavailable(f"actor {name!r} did not start: its on_start failed")
         return _Ref(self, name, host)
+
+    def _schedule(self, host: DriverHost, delay: float, message: Message) -> None:
+        """A driver-hosted actor's timer: on a VirtualClock it fires when the clock
+        is moved past it (as on threads); on the system clock after ``delay`` s."""
+        if not isinstance(self._clock, VirtualClock):
+            timer = threading.Timer(delay, host.fire, args=(message,))
+            timer.daemon = True
+            timer.start()
+            return
+        with self._lock:
+            heapq.heappush(self._virtual_timers, (self._clock.now() + delay, next(self._timer_seq), host, message))
+        if delay <= 0:
+            self._fire_due()
+
+    def _fire_due(self) -> None:
+        now = self._clock.now()
+        due: list[tuple[DriverHost, Message]] = []
+        with self._lock:
+            while self._virtual_timers and self._virtual_timers[0][0] <= now:
+                _when, _seq, host, message = heapq.heappop(self._virtual_timers)
+                due.append((host, message))
+        for host, message in due:
+            host.fire(message)
 
     def _driver_host(self, name: str) -> DriverHost | None:
         with self._lock:
@@ -422,7 +471,8 @@ class RayRuntime:
             del self._local[host.name]
             self._supervisors.pop(host.name, None)
             self._dead.add(host.name)
-        self._ray.kill(host.relay, no_restart=True)
+        if host.relay is not None:
+            self._ray.kill(host.relay, no_restart=True)
 
     def _watch(self) -> None:
         """Every ``monitor_s``: ask each actor this runtime spawned for its status;
@@ -509,7 +559,8 @@ class RayRuntime:
             self._dead.add(name)
         if host is not None:
             host.stop(f"actor {name!r} stopped before answering", self._ask_timeout_s)
-            self._ray.kill(host.relay, no_restart=True)
+            if host.relay is not None:
+                self._ray.kill(host.relay, no_restart=True)
         if handle is None:
             return
         try:
@@ -538,9 +589,74 @@ class RayRuntime:
         """The cluster's live node ids (for ``spawn(..., placement=...)``)."""
         return [node["NodeID"] for node in self._ray.nodes() if node.get("Alive")]
 
+    def wait_quiescent(self, timeout: float | None = None) -> None:
+        """Wait until every message sent between actors (and from this driver) has been handled.
+
+        Timers aside, as on threads. No process sees the whole system, so this
+        compares counts: every sender numbers its messages per receiver, and
+        every receiver knows how many of each sender's it has handled in order.
+        The system is quiet when, in two snapshots one after the other, every
+        pair of live actors matches, no driver-hosted actor has work queued,
+        and nothing changed in between (Mattern's four-counter rule: a message
+        in flight shows in the counts of one snapshot or the other). Raises
+        :class:`~gliding_actors.errors.Timeout` after ``timeout`` seconds
+        (default: the runtime's ask timeout).
+        """
+        limit = self._ask_timeout_s if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        last: dict[str, Any] | None = None
+        while True:
+            snapshot = self._counts(max(0.1, deadline - time.monotonic()))
+            if snapshot is not None and snapshot == last:
+                return
+            last = snapshot
+            if time.monotonic() >= deadline:
+                raise Timeout(f"messages still in flight between Ray actors after {limit:g} s")
+            time.sleep(0.005)
+
+    def is_quiescent(self) -> bool:
+        """True if two snapshots one after the other find every message handled
+        and nothing changed (see :meth:`wait_quiescent`; timers aside)."""
+        first = self._counts(self._ask_timeout_s)
+        return first is not None and first == self._counts(self._ask_timeout_s)
+
+    def next_timer(self) -> float | None:
+        """When the earliest timer of a driver-hosted actor falls due on a VirtualClock, or None."""
+        with self._lock:
+            return self._virtual_timers[0][0] if self._virtual_timers else None
+
+    def _counts(self, timeout: float) -> dict[str, Any] | None:
+        """Every live actor's counts, or None if some message is visibly unhandled."""
+        with self._lock:
+            handles = {n: h for n, h in self._handles.items() if n not in self._dead}
+            local = list(self._local.values())
+            driver_out = dict(self._out)
+        refs = {name: handle.status.remote() for name, handle in handles.items()}
+        statuses: dict[str, dict[str, Any]] = {}
+        for name, ref in refs.items():
+            try:
+                statuses[name] = self._ray.get(ref, timeout=timeout)
+            except Exception:  # noqa: BLE001, S112 - its process is gone: the monitor reports it
+                continue
+        for host in local:
+            statuses[host.name] = host.status()
+        outs = {(self._sender, to): n for to, n in driver_out.items()}
+        for name, status in statuses.items():
+            if status["pending"]:
+                return None
+            outs.update({(name, to): n for to, n in status["out"].items()})
+        for (sender, receiver), sent in outs.items():
+            held = statuses.get(receiver)
+            if held is not None and held["in"].get(sender, 0) != sent:
+                return None
+        counts: dict[str, Any] = {name: (st["out"], st["in"]) for name, st in sorted(statuses.items())}
+        counts["@driver"] = driver_out
+        return counts
+
     def status(self, name: str) -> dict[str, Any]:
-        """``{alive, dead_letters, held, cpu_s}`` of one actor's host (held: early
-        arrivals awaiting a gap; cpu_s: CPU seconds its worker process has used)."""
+        """``{alive, dead_letters, held, cpu_s, out, in, pending}`` of one actor's
+        host (held: early arrivals awaiting a gap; cpu_s: CPU seconds its worker
+        process has used; out / in / pending: see :meth:`wait_quiescent`)."""
         target = self.lookup(name)._handle
         if isinstance(target, DriverHost):
             return target.status()

@@ -43,6 +43,7 @@ The harness is for tests and ``bench scaling``; ``RayRuntime`` connects to the
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import importlib
 import ipaddress
@@ -485,6 +486,9 @@ class LocalRayCluster:
                 raise InvalidInput("this LocalRayCluster was already started; make a new one")
             self._started = True
         import_ray()  # a missing extra fails here, before anything is started
+        # A process that ends without stop() (a memory never closed) must not leave
+        # its cluster running: the nodes are sessions of their own and outlive it.
+        atexit.register(self.stop)
         began = self._clock.now()
         deadline = began + self._timeout_s
         self._root = Path(tempfile.mkdtemp(prefix="ga-ray-", dir=self._parent))
@@ -515,6 +519,7 @@ class LocalRayCluster:
                 return
             self._stopped = True
             nodes = list(reversed(self._nodes))
+        atexit.unregister(self.stop)
         for node in nodes:
             self._stop_node(node)
         if self._root is not None:

@@ -145,6 +145,9 @@ class DriverHost:
         self._asks: dict[int, ThreadFuture[Any] | int] = {}
         self._stopping = threading.Event()
         self.dead_letters = 0
+        #: messages queued for the cell and not yet handled (for quiescence)
+        self._pending = 0
+        self._pending_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"gliding-driver-{name}", daemon=True)
         self._poller = threading.Thread(target=self._poll, name=f"gliding-relay-{name}", daemon=True)
 
@@ -154,7 +157,8 @@ class DriverHost:
         effects = self._cell.start()
         self._carry_out(effects)
         self._thread.start()
-        self._poller.start()
+        if self.relay is not None:
+            self._poller.start()
         return self._cell.alive
 
     @property
@@ -168,7 +172,8 @@ class DriverHost:
             self._queue.put(("stop", why, done))
             done.wait(timeout)
         self._stopping.set()
-        self._poller.join(timeout=2 * _TAKE_WAIT_S + timeout)
+        if self._poller.is_alive():
+            self._poller.join(timeout=2 * _TAKE_WAIT_S + timeout)
 
     def status(self) -> dict[str, Any]:
         return {
@@ -176,15 +181,27 @@ class DriverHost:
             "dead_letters": self.dead_letters,
             "held": self._in_order.held,
             "cpu_s": time.process_time(),  # the driver's, shared with everything else in it
+            "out": dict(self._out),
+            "in": self._in_order.expected,
+            "pending": self._pending,
         }
+
+    def _queued(self, n: int) -> None:
+        with self._pending_lock:
+            self._pending += n
 
     # -- entry points (any thread) ----------------------------------------------
     def post(self, sender: str | None, payload: bytes, future: ThreadFuture[Any] | None) -> None:
         """A message from this process (the driver, or a driver-hosted actor)."""
+        self._queued(1)
         self._queue.put(("local", sender, payload, future))
 
     def peer_lost(self, name: str) -> None:
         self._queue.put(("lost", name))
+
+    def fire(self, message: Message) -> None:
+        """A timer of this actor fell due (any thread)."""
+        self._queue.put(("timer", message))
 
     # -- the poller thread -------------------------------------------------------
     def _poll(self) -> None:
@@ -196,6 +213,7 @@ class DriverHost:
                 if not self._stopping.is_set():
                     log.error("relay of driver-hosted actor %r is unreachable: %s", self.name, exc)
                 return
+            self._queued(sum(1 for item in batch if item[0] == "m"))
             for item in batch:
                 self._queue.put(item)
 
@@ -211,6 +229,7 @@ class DriverHost:
                     rid = next(self._rids)
                     self._asks[rid] = future
                 self._deliver(sender, unpack(payload), rid)
+                self._queued(-1)
             elif kind == "m":
                 _, sender, seq, payload, relay_rid = item
                 for payload_now, relay_rid_now in self._in_order.arrive(sender, seq, (payload, relay_rid)):
@@ -219,6 +238,7 @@ class DriverHost:
                         rid = next(self._rids)
                         self._asks[rid] = relay_rid_now
                     self._deliver(seen_as(sender), unpack(payload_now), rid)
+                self._queued(-1)
             elif kind == "timer":
                 self._deliver(None, item[1], None)
             elif kind == "lost":
@@ -248,9 +268,7 @@ class DriverHost:
         for to, message in effects.sends:
             self._send(to, message)
         for delay, message in effects.timers:
-            timer = threading.Timer(delay, self._queue.put, args=(("timer", message),))
-            timer.daemon = True
-            timer.start()
+            self._runtime._schedule(self, delay, message)
         for rid, ok, value in effects.replies:
             self._reply(rid, ok, value)
         if effects.crash is not None:
@@ -267,7 +285,8 @@ class DriverHost:
             return
         reply = encode_reply(ok, value)
         if isinstance(target, int):
-            self.relay.answer.remote(target, (*reply, self._cell.alive))
+            if self.relay is not None:  # an ask that came through the relay
+                self.relay.answer.remote(target, (*reply, self._cell.alive))
             return
         try:
             target.set_result(decode_reply(reply))

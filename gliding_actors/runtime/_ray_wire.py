@@ -110,3 +110,8 @@ class InOrder(Generic[T]):
     @property
     def held(self) -> int:
         return sum(len(h) for h in self._held.values())
+
+    @property
+    def expected(self) -> dict[str, int]:
+        """Per sender, how many of its messages have come through in order (its next seq)."""
+        return dict(self._expected)
