@@ -42,6 +42,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,7 @@ __all__ = [
     "CRASH_TOPIC",
     "SUPERVISOR_ACTOR",
     "ActorRecord",
+    "RemoteSupervised",
     "RestartLimitReached",
     "Supervision",
     "SupervisorActor",
@@ -99,6 +101,9 @@ class ActorRecord:
     stopped: bool = False
     #: crash times inside the current window (the restart intensity's memory)
     recent: collections.deque[float] = dataclasses.field(default_factory=collections.deque)
+    #: gated in another process (:class:`RemoteSupervised`): restarts and the stop
+    #: are learnt from the crash notices, not from this process's gate
+    remote: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -162,6 +167,15 @@ class Supervision:
                 )
             record.restarts += 1
 
+    def supervise_remote(self, name: str, factory: Callable[[], Behaviour]) -> RemoteSupervised:
+        """Like :meth:`supervise` for an actor built in another process: the
+        returned wrapper is picklable (if ``factory`` is) and gates its restarts
+        there, with this policy and that process's clock; this record learns of
+        each restart, and of the stop, from the crash notices."""
+        with self._lock:
+            self._records.setdefault(name, ActorRecord(name, remote=True)).remote = True
+        return RemoteSupervised(name, factory, self.max_restarts, self.window_s)
+
     def noted(self, notice: dict[str, Any]) -> dict[str, Any] | None:
         """Record one crash notice; returns the ``actor.crashed`` event to publish."""
         name = notice.get("actor")
@@ -171,6 +185,12 @@ class Supervision:
             record = self._records.setdefault(name, ActorRecord(name))
             record.crashes += 1
             record.last_error = str(notice.get("error"))
+            if record.remote:
+                record.last_crash_at = self._clock.now()
+                if notice.get("restarted"):
+                    record.restarts += 1
+                else:
+                    record.stopped = True
             return {
                 "actor": name,
                 "error": record.last_error,
@@ -198,6 +218,41 @@ class Supervision:
         }
 
 
+@dataclasses.dataclass
+class RemoteSupervised:
+    """The factory of a supervised actor built in another process (a Ray node).
+
+    The restart decision cannot wait for a message (see the module docstring),
+    and the :class:`Supervision` record lives in the process that opened the
+    memory, so this wrapper carries the policy with it and keeps the window
+    of recent crashes where the actor runs, on that process's monotonic clock
+    (a clock cannot be shared between processes). The record is kept from the
+    ``actor.failed`` notices the runtime sends the supervisor.
+    """
+
+    name: str
+    factory: Callable[[], Behaviour]
+    max_restarts: int
+    window_s: float
+    _built: int = dataclasses.field(default=0, init=False, repr=False)
+    _recent: collections.deque[float] = dataclasses.field(default_factory=collections.deque, init=False, repr=False)
+
+    def __call__(self) -> Behaviour:
+        if self._built:
+            now = time.monotonic()
+            self._recent.append(now)
+            while self._recent and self._recent[0] <= now - self.window_s:
+                self._recent.popleft()
+            if len(self._recent) > self.max_restarts:
+                raise RestartLimitReached(
+                    f"{self.name}: {len(self._recent)} crashes within {self.window_s:g} s "
+                    f"(at most {self.max_restarts} restarts allowed): stopped"
+                )
+        behaviour = _Supervised(self.name, self.factory())
+        self._built += 1
+        return behaviour
+
+
 class _Supervised:
     """The shell a supervised behaviour runs in: fault injection and the readiness ping.
 
@@ -208,6 +263,11 @@ class _Supervised:
         self._name = name
         self.inner = inner
         self._armed = False
+
+    @property
+    def receives_peer_lost(self) -> bool:
+        """The runtime's ``peer.lost`` notices go to a behaviour that asks for them."""
+        return bool(getattr(self.inner, "receives_peer_lost", False))
 
     def on_start(self, ctx: Context) -> None:
         hook = getattr(self.inner, "on_start", None)

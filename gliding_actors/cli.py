@@ -53,7 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     group = rp.add_mutually_exclusive_group()
     group.add_argument("--seed", type=int, help="scheduling seed (default: the file's own)")
     group.add_argument("--seeds", type=_seeds, metavar="A..B", help="replay once per seed, inclusive")
-    rp.add_argument("--runtime", choices=("sim", "threads"), default="sim")
+    rp.add_argument("--runtime", choices=("sim", "threads", "ray"), default="sim")
+    rp.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        help="with --runtime ray: the cluster to join (default: start a one-node cluster on 127.0.0.1 for the run)",
+    )
     rp.add_argument("--json", action="store_true", help="print one JSON report instead of text")
     rp.add_argument("--record", metavar="OUT.jsonl", help="write every op's args and result as JSON lines")
     rp.add_argument("--timeout", type=float, default=None, metavar="S", help="per-op wait limit")
@@ -130,6 +135,33 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
+def _ray_session(runtime: str, address: str | None) -> Iterator[None]:
+    """One connection to Ray for every replay of the run (each opens its memory over it).
+
+    Joins ``address``, or starts a one-node cluster on 127.0.0.1 and stops it
+    (by its processes' ids) when the run ends; a process already connected is
+    used as it is.
+    """
+    if runtime != "ray":
+        yield
+        return
+    from gliding_actors.runtime._ray_cluster import LocalRayCluster, connect, import_ray
+
+    if import_ray().is_initialized():
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        target: LocalRayCluster | str
+        if address is not None:
+            target = address
+        else:
+            target = stack.enter_context(LocalRayCluster(nodes=1))
+        connection = connect(target)
+        stack.callback(connection.close)
+        yield
+
+
+@contextlib.contextmanager
 def _record_file(path: str | None) -> Iterator[IO[str] | None]:
     if path is None:
         yield None
@@ -139,7 +171,7 @@ def _record_file(path: str | None) -> Iterator[IO[str] | None]:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from gliding_actors.scenario import load_scenario, replay
+    from gliding_actors.scenario import load_scenario
 
     out = Console(highlight=False, soft_wrap=True, emoji=False)
     err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
@@ -161,8 +193,31 @@ def _replay(args: argparse.Namespace) -> int:
     if args.diagram is not None and args.runtime != "sim":
         print("gliding-actors replay: --diagram needs --runtime sim (only the simulator logs every message)", file=sys.stderr)
         return EXIT_INVALID
+    if args.ray_address is not None and args.runtime != "ray":
+        print("gliding-actors replay: --ray-address needs --runtime ray", file=sys.stderr)
+        return EXIT_INVALID
     runs: list[Any] = []
     total = len(scenarios) * len(seeds)
+    try:
+        with _ray_session(args.runtime, args.ray_address):
+            # each replay's own errors are reported inside: only Ray's start and stop get here
+            return _replay_all(args, scenarios, seeds, runs, total, out, err)
+    except GlidingError as exc:
+        print(f"gliding-actors replay: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+
+
+def _replay_all(
+    args: argparse.Namespace,
+    scenarios: list[Any],
+    seeds: list[int | None],
+    runs: list[Any],
+    total: int,
+    out: Console,
+    err: Console,
+) -> int:
+    from gliding_actors.scenario import replay
+
     with _record_file(args.record) as record, Progress(console=err, transient=True, disable=total < 4) as bar:
         task = bar.add_task("replaying", total=total)
         for scenario in scenarios:
@@ -209,7 +264,12 @@ def _write_diagram(path: str, run: Any) -> None:
 def _convert(args: argparse.Namespace) -> int:
     """Trace → scenario; exit 2 when the trace is unreadable, 1 when the result would not load."""
     from gliding_actors.scenario import load_scenario_text
-    from gliding_actors.scenario._convert import ConvertOptions, convert_trace, read_trace, scenario_yaml
+    from gliding_actors.scenario._convert import (
+        ConvertOptions,
+        convert_trace,
+        read_trace,
+        scenario_yaml,
+    )
 
     try:
         header, lines = read_trace(args.trace)

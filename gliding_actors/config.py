@@ -102,6 +102,14 @@ class L0Config:
     max_open_files: int = dataclasses.field(default=1000, metadata=_range(74, 50_000))
     #: Uncompressed bytes of data per table block (the unit the block cache holds).
     block_size_bytes: int = dataclasses.field(default=4096, metadata=_range(1024, 4 * 1024 * 1024))
+    #: Keep each directory shard's lines in a LevelDB of its own, under
+    #: ``<memory>/l0-shards/``, opened by the shard where it runs (the layout a
+    #: shard on another node needs, docs/SCALING.md). Implies ``l2.graph_writer``.
+    #: The memory's own L0 keeps L1's archived turns. Fixed when a memory is
+    #: created, as is ``coherence.directory_shards`` then (a line's shard is a
+    #: hash of its IRI): reopening with another layout is refused. Each shard's
+    #: LevelDB has the sizes above.
+    sharded: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,6 +164,13 @@ class L2Config:
     #: instead of in memory (for graphs larger than RAM). Either way it is
     #: rebuilt from L0 when the memory opens: L0 is the durable layer.
     graph_on_disk: bool = False
+    #: Write the graph from its own actor (``l2:graph``) instead of inside the
+    #: directory's handler: the directories queue their puts and fence them
+    #: before answering a recall or flush, so a query still sees every
+    #: completed write. What a directory shard in another process needs (the
+    #: Ray backend); on threads and sim it moves pyoxigraph's writes off the
+    #: directories' handlers. docs/L2.md, "The graph writer".
+    graph_writer: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +183,11 @@ class L3Config:
     max_views: int = dataclasses.field(default=10_000, metadata=_range(1))
     #: Token counter of the budgets: ``auto``, ``cl100k_base`` or ``estimate-v1`` (as ``l1.counter``).
     counter: str = dataclasses.field(default="auto", metadata={"parse": lambda raw, path, _base: _l1_counter(raw, path)})
+    #: Frame projections in framer actors (``l3:framer:<i>``, one per worker),
+    #: sent each gathered scope as N-Quads, instead of in the worker: what lets
+    #: the pool run on a Ray cluster's nodes (implied on Ray). On threads and sim
+    #: it costs a copy of the scope per projection (docs/L3.md, "Framers").
+    framers: bool = False
 
 
 def _one_of(choices: tuple[str, ...]) -> dict[str, Any]:

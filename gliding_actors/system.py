@@ -16,19 +16,21 @@ each layer adds its actors here as it is built.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from gliding_actors._supervision import SUPERVISOR_ACTOR, Supervision, SupervisorActor
 from gliding_actors.agent import ROLES, Agent
 from gliding_actors.bus import BUS_ACTOR, BusState, MemoryBus
 from gliding_actors.clock import Clock, VirtualClock
 from gliding_actors.coherence._cache import CacheController
+from gliding_actors.coherence._distributed import ShardRecipe
 from gliding_actors.coherence._home import DEFAULT_GRAPH, L2Stats, LayeredHome
 from gliding_actors.coherence._hosting import (
     CacheActor,
@@ -39,19 +41,21 @@ from gliding_actors.coherence._hosting import (
 )
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.config import Config
-from gliding_actors.errors import ActorCrashed, ActorUnavailable, InvalidInput
-from gliding_actors.hyperspace._service import HYPERSPACE_ACTOR, HyperspaceService
 from gliding_actors.context._service import PREFETCH_ACTOR, SCHEDULER_ACTOR, ContextService
+from gliding_actors.errors import ActorCrashed, ActorUnavailable, InvalidInput, StorageError
+from gliding_actors.hyperspace._service import HYPERSPACE_ACTOR, HyperspaceService
 from gliding_actors.l0 import L0Store
 from gliding_actors.l1 import is_archive_iri, session_actor_name, start_session
 from gliding_actors.l1._tokens import get_counter
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor, BlackboardState
 from gliding_actors.l2._graph import GraphStore
+from gliding_actors.l2._graph_writer import GRAPH_ACTOR, GraphOutbox, GraphWriter
 from gliding_actors.l2._permissions import PermissionMatrix
 from gliding_actors.l2._registry import LineGraphs
 from gliding_actors.l3 import VIEWS_ACTOR, ProjectionService
 from gliding_actors.metrics._counters import SystemCounters
 from gliding_actors.runtime import (
+    DRIVER_ONLY,
     IN_DRIVER,
     Future,
     GatheredFuture,
@@ -65,6 +69,63 @@ if TYPE_CHECKING:
     from gliding_actors.scenario._record import Recorder
 
 __all__ = ["MemorySystem"]
+
+@runtime_checkable
+class _Distributed(Protocol):
+    """A runtime over several processes (Ray): where actors can be placed, and how to wait for quiet."""
+
+    def node_ids(self) -> list[str]: ...
+
+    def wait_quiescent(self, timeout: float | None = None) -> None: ...
+
+
+#: The folder of a sharded L0 (``l0.sharded``): one LevelDB per directory shard, and the layout file.
+SHARDS_DIR = "l0-shards"
+_LAYOUT = "LAYOUT.json"
+
+
+def _recorded_shards(path: Path) -> int | None:
+    """The shard count a sharded L0 at ``path`` was created with; None for one L0 (or a new memory)."""
+    layout = path / SHARDS_DIR / _LAYOUT
+    if not layout.exists():
+        return None
+    try:
+        return int(json.loads(layout.read_text())["shards"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StorageError(f"cannot read the L0 layout {layout}: {exc}") from exc
+
+
+def _check_l0_layout(path: Path, config: Config) -> None:
+    """Refuse to open a sharded L0 in another layout than it was created with.
+
+    A line's shard is a hash of its IRI over the shard count, so a sharded L0
+    reopened with another count, or as one L0, would not find its lines.
+    Checked before any store is opened: a refusal changes nothing.
+    """
+    recorded = _recorded_shards(path)
+    if recorded is None:
+        return
+    if not config.l0.sharded:
+        raise InvalidInput(
+            f"{path} keeps its lines in a sharded L0 ({recorded} shards): open it with "
+            f"l0.sharded true and coherence.directory_shards {recorded}"
+        )
+    if recorded != config.coherence.directory_shards:
+        raise InvalidInput(
+            f"{path} keeps its lines in {recorded} L0 shards, not {config.coherence.directory_shards}: open it "
+            f"with coherence.directory_shards {recorded} (a line's shard is a hash of its IRI)"
+        )
+
+
+def _record_l0_layout(path: Path, config: Config, l0: L0Store) -> None:
+    """A new sharded L0 records its shard count; one L0 that holds lines is not opened sharded."""
+    if not config.l0.sharded or _recorded_shards(path) is not None:
+        return
+    if any(not is_archive_iri(iri) for iri in l0.query_iris()):
+        raise InvalidInput(f"{path} keeps its lines in one L0: open it with l0.sharded false")
+    layout = path / SHARDS_DIR / _LAYOUT
+    layout.parent.mkdir(parents=True, exist_ok=True)
+    layout.write_text(json.dumps({"shards": config.coherence.directory_shards}) + "\n")
 
 
 class MemorySystem:
@@ -82,8 +143,16 @@ class MemorySystem:
         self._closed = False
         #: writes every agent-level op to a trace when opened with ``record=`` (docs/RECORDING.md)
         self._recorder: Recorder | None = None
+        _check_l0_layout(path, config)
         self._l0 = L0Store(str(path / "l0"), clock=runtime.clock, config=config.l0)
+        try:
+            _record_l0_layout(path, config, self._l0)
+        except BaseException:
+            self._l0.close()
+            raise
         self._l0_lock = threading.Lock()
+        #: the graph is fed by messages (l2:graph) rather than written by the directories
+        self._graph_writer = config.l2.graph_writer or config.l0.sharded
         self.graph = GraphStore(path / "l2" if config.l2.graph_on_disk else None)
         self._graph_lock = threading.Lock()
         #: the role x graph rights: the default table with ``config.permissions`` laid over it
@@ -93,7 +162,9 @@ class MemorySystem:
         for entry in self._l0.query():  # the graph is rebuilt from what L0 holds
             if is_archive_iri(entry.iri):  # L1's archived turns are L0-only nodes, not lines
                 continue
-            self.graph.put_node(entry.iri, entry.content, entry.named_graph or DEFAULT_GRAPH, entry.version)
+            self.graph.put_node(
+                entry.iri, entry.content, entry.named_graph or DEFAULT_GRAPH, entry.version, tuple(entry.tags)
+            )
             self.line_graphs.record(entry.iri, entry.named_graph or DEFAULT_GRAPH, entry.version)
         self.board = SnapshotBoard()
         #: the counters behind stats() (gliding_actors/metrics); tokens in the context layer's counter
@@ -101,12 +172,19 @@ class MemorySystem:
         self.directories = tuple(f"dir:{i}" for i in range(config.coherence.directory_shards))
         #: each shard's home, kept across restarts of its directory actor
         self._homes: dict[str, LayeredHome] = {}
+        #: with a sharded L0: each shard's recipe (it keeps the shard's home and L0)
+        self._shard_recipes: dict[str, ShardRecipe] = {}
+        #: the Ray cluster joined (``open(address=)``), for a reopen after crash_process
+        self._address: str | None = None
+        #: on Ray the directory shards run on the cluster's nodes, round robin
+        self._nodes: list[str] = runtime.node_ids() if isinstance(runtime, _Distributed) else []
         #: the supervisor's record and restart policy (docs/RELIABILITY.md, "Supervision")
         self._supervision = Supervision(
             runtime.clock, max_restarts=config.runtime.max_restarts, window_s=config.runtime.restart_window_s
         )
         try:
-            self.spawn_supervised(SUPERVISOR_ACTOR, lambda: SupervisorActor(self._supervision))
+            # IN_DRIVER: a shard on another node reports its crashes to it
+            self.spawn_supervised(SUPERVISOR_ACTOR, lambda: SupervisorActor(self._supervision), placement=IN_DRIVER)
             # The bus's and the blackboard's state outlive their actors, as a directory's home does.
             bus_state = BusState()
             self.spawn_supervised(BUS_ACTOR, lambda: MemoryBus(self.graph, self._graph_lock, bus_state))
@@ -123,8 +201,15 @@ class MemorySystem:
                     state=board_state,
                 ),
             )
-            for name in self.directories:
-                self.spawn_supervised(name, self._directory_factory(name))
+            if self._graph_writer:
+                graph_tally = {"applied": 0, "refused": 0}
+                self.spawn_supervised(
+                    GRAPH_ACTOR, lambda: GraphWriter(self.graph, self._graph_lock, graph_tally), placement=IN_DRIVER
+                )
+            for n, name in enumerate(self.directories):
+                self.spawn_supervised(name, self._directory_factory(name), placement=self.node_for(n))
+            if config.l0.sharded:
+                self._load_sharded_lines()
             #: L3: projections (frames, views, the worker pool); docs/L3.md
             self.l3 = ProjectionService.start(self)
             #: Hyperspace: embeddings and hybrid search, fed by line.changed; docs/HYPERSPACE.md
@@ -146,16 +231,25 @@ class MemorySystem:
         seed: int = 0,
         trace: int = 0,
         record: str | Path | None = None,
+        address: str | None = None,
     ) -> MemorySystem:
         """Open (or create) a memory at ``path``; a temporary directory when None.
 
         ``config`` is a :class:`Config` or a nested mapping of overrides.
-        ``runtime`` is ``"threads"`` or ``"sim"``; ``seed`` drives the
+        ``runtime`` is ``"threads"``, ``"sim"`` or ``"ray"``; ``seed`` drives the
         simulator's scheduling; ``clock`` is injected (a :class:`VirtualClock`
         by default on ``sim``); ``trace`` keeps that many recent protocol
         messages for failure reports on ``threads``; ``record`` is a file
         to write every agent-level operation to, as JSON lines
         (docs/RECORDING.md; ``gliding-actors convert`` makes it a scenario).
+
+        On ``"ray"`` (``pip install 'gliding-actors[ray]'``) the directory
+        shards run on the cluster's nodes, each over its own L0 (``l0.sharded``
+        is implied), and so do L3's framers (``l3.framers`` is implied); every
+        other actor runs in this process (docs/SCALING.md).
+        ``address`` is the cluster to join (``host:port``); without it a
+        process already connected to Ray uses that connection, else a local
+        one-node cluster on 127.0.0.1 is started and stopped with the memory.
         """
         if config is None:
             cfg = Config()
@@ -165,17 +259,17 @@ class MemorySystem:
             cfg = Config.from_dict(config)
         else:
             raise InvalidInput(f"config must be a Config or a mapping, not {type(config).__name__}")
-        if runtime == "ray":
-            # Refused before Ray starts: the system's actors share this process's
-            # stores (L0, the graph, the read-hit board), which cannot be shipped.
-            raise InvalidInput(
-                "MemorySystem does not run on runtime='ray' yet (use 'threads' or 'sim'); on Ray this build runs the "
-                "coherence team (sharded directories, agents beside their caches: "
-                "gliding_actors.coherence._distributed, `gliding-actors bench scaling`), see docs/SCALING.md"
-            )
+        if address is not None and runtime != "ray":
+            raise InvalidInput(f"address names a Ray cluster: it is for runtime='ray', not {runtime!r}")
+        if runtime == "ray" and not (cfg.l0.sharded and cfg.l3.framers):
+            # A shard on another node cannot reach this process's LevelDB, and
+            # L3's pool reaches the nodes through its framers.
+            cfg = cfg.merged({"l0": {"sharded": True}, "l3": {"framers": True}})
         if runtime == "sim" and clock is None:
             clock = VirtualClock()
-        rt = create_runtime(runtime, clock=clock, seed=seed, ask_timeout_s=cfg.runtime.ask_timeout_s, trace=trace)
+        rt = create_runtime(
+            runtime, clock=clock, seed=seed, ask_timeout_s=cfg.runtime.ask_timeout_s, trace=trace, address=address
+        )
         if path is None:
             where = Path(tempfile.mkdtemp(prefix="gliding-actors-"))
             owns = True
@@ -192,6 +286,7 @@ class MemorySystem:
         except BaseException:
             rt.shutdown()
             raise
+        system._address = address
         if record is not None:
             from gliding_actors.scenario._record import Recorder
 
@@ -254,27 +349,60 @@ class MemorySystem:
             self._agents[agent_id] = handle
             return handle
 
+    def _load_sharded_lines(self) -> None:
+        """Wait until every shard has shipped its L0's lines to the graph; then index them.
+
+        With a sharded L0 the graph is rebuilt from the shards, not from this
+        process's L0: each shard's first build queues its lines, and its
+        ``ready`` is answered once the graph writer has applied them.
+        """
+        rt = self._runtime
+        wait = rt.ask_timeout_s
+        for ask in [rt.lookup(name).ask({"t": "ready"}) for name in self.directories]:
+            ask.get(wait)
+        with self._graph_lock:
+            lines = self.graph.lines()
+        for node in lines:
+            if node.value is not None:
+                self.line_graphs.record(node.iri, node.graph, node.version)
+
     def _directory_factory(self, name: str) -> Callable[[], DirectoryActor]:
         """Build the shard's actor; on a restart, over the same home.
 
         The home is L2 (the node map and the graph), a layer of its own: a
         crashed directory loses only its protocol state, and the rebuilt one
-        asks every agent cache what it holds before serving again.
+        asks every cache that ever talked to it (``home.caches``: nothing of the
+        system's is closed over) what it holds before serving again.
         """
+        # L2's node capacity is split evenly, at least one line per shard: a
+        # shard drops only its own lines, so no actor touches another's map.
+        capacity = max(1, self._config.l2.node_capacity // len(self.directories))
+        if self._config.l0.sharded:
+            # The shard opens its own L0 and home where it runs (a picklable recipe).
+            # In another process it has that process's clock and counts its own messages.
+            here = not self._nodes
+            recipe = self._shard_recipes[name] = ShardRecipe(
+                name,
+                str(self._path / SHARDS_DIR),
+                capacity=capacity,
+                l0_config=self._config.l0,
+                clock=self._runtime.clock if here else None,
+                graph_writer=True,
+                tally=self.counters.actor(name) if here else None,
+            )
+            return recipe
         home = self._homes.get(name)
         if home is None:
-            # L2's node capacity is split evenly, at least one line per shard: a
-            # shard drops only its own lines, so no actor touches another's map.
-            capacity = max(1, self._config.l2.node_capacity // len(self.directories))
-            home = self._homes[name] = LayeredHome(
-                self._l0, self._l0_lock, self.graph, self._graph_lock, capacity=capacity
-            )
+            # With its own writer the graph is fed by messages, as from a shard in another process.
+            graph = GraphOutbox() if self._graph_writer else self.graph
+            home = self._homes[name] = LayeredHome(self._l0, self._l0_lock, graph, self._graph_lock, capacity=capacity)
         built = 0
 
         def build() -> DirectoryActor:
             nonlocal built
             built += 1
-            caches = None if built == 1 else tuple(cache_name(a) for a in sorted(self.agents()))
+            # The census asks the caches that ever talked to this shard (kept by its home).
+            caches = None if built == 1 else tuple(sorted(home.caches))
             return DirectoryActor(name, home, recover_from=caches, tally=self.counters.actor(name))
 
         return build
@@ -301,6 +429,11 @@ class MemorySystem:
         # the board this cache publishes to, never a message (on Ray, IN_DRIVER).
         self.spawn_supervised(name, build, placement=IN_DRIVER)
 
+    def node_for(self, index: int) -> str | None:
+        """The cluster node the ``index``-th of a pool of actors goes to (round robin;
+        None on a runtime that runs every actor in this process)."""
+        return self._nodes[index % len(self._nodes)] if self._nodes else None
+
     def spawn_supervised(self, name: str, factory: Callable[[], Any], *, placement: str | None = None) -> None:
         """Spawn one of the system's actors under the supervisor.
 
@@ -309,14 +442,18 @@ class MemorySystem:
         (``runtime.max_restarts`` within ``runtime.restart_window_s``), stopped
         for good after that; the supervisor (itself included) is told of each
         crash. See :mod:`gliding_actors._supervision`. ``placement`` is the
-        runtime's (:meth:`Runtime.spawn`).
+        runtime's (:meth:`Runtime.spawn`); on Ray, None is this process
+        (``DRIVER_ONLY``: the services share its graph and boards, and only the
+        actors the shards send to are ``IN_DRIVER``, behind a relay), and an actor
+        placed on a node is built there from a picklable ``factory``, its
+        restarts gated there (:class:`~gliding_actors._supervision.RemoteSupervised`).
         """
+        on_a_node = bool(self._nodes) and placement not in (None, IN_DRIVER, DRIVER_ONLY)
+        if self._nodes and placement is None:
+            placement = DRIVER_ONLY
+        supervise = self._supervision.supervise_remote if on_a_node else self._supervision.supervise
         self._runtime.spawn(
-            name,
-            self._supervision.supervise(name, factory),
-            supervisor=SUPERVISOR_ACTOR,
-            restart=True,
-            placement=placement,
+            name, supervise(name, factory), supervisor=SUPERVISOR_ACTOR, restart=True, placement=placement
         )
 
     def supervision(self) -> dict[str, Any]:
@@ -332,27 +469,60 @@ class MemorySystem:
 
     @property
     def l0(self) -> L0Store:
-        """The durable store (reads are safe from any thread)."""
+        """The durable store (reads are safe from any thread): every line and L1's archives,
+        or with ``l0.sharded`` the archives only (see :meth:`line_store`)."""
         return self._l0
 
-    def line_copy(self, iri: str) -> tuple[dict[str, Any] | None, int, list[str], str] | None:
-        """The newest copy home holds of ``iri`` (else L0's) as ``(value, version, tags, graph)``.
+    def line_store(self, iri: str) -> L0Store:
+        """The L0 store that holds line ``iri``: :attr:`l0`, or with ``l0.sharded`` its shard's.
 
-        No message and no lock: for a reader that has recalled dirty lines
-        first (search indexes what a write left at home). ``value`` None is a
-        tombstone; None is a line neither home nor L0 knows.
+        For readers in this process (invariant checks, tests): a shard's store
+        is opened by the shard where it runs, and ``ActorUnavailable`` says it
+        is not here (not built yet, or in another process).
         """
-        home = self._homes.get(self.directory_for(iri))
-        if home is not None:
-            for _attempt in range(3):
-                held = home.peek(iri)
-                if held is None:
-                    break
-                meta = home.meta_of(iri) or {}
-                again = home.peek(iri)
-                if again is not None and again["version"] == held["version"]:
-                    tags = list(meta.get("tags") or ())
-                    return held["value"], int(held["version"]), tags, meta.get("graph") or DEFAULT_GRAPH
+        if not self._config.l0.sharded:
+            return self._l0
+        recipe = self._shard_recipes.get(self.directory_for(iri))
+        store = None if recipe is None else recipe.store
+        if store is None:
+            raise ActorUnavailable(f"the L0 shard of {iri!r} is not open in this process")
+        return store
+
+    def durable_version(self, iri: str, *, timeout: float | None = None) -> int:
+        """The version of line ``iri`` in L0 (a delete's for a tombstone, 0 if never written).
+
+        Read here when the store holding it is in this process (:meth:`line_store`),
+        else asked of its shard (on Ray).
+        """
+        try:
+            return self.line_store(iri).retrieve_version(iri)
+        except ActorUnavailable:
+            wait = self._runtime.ask_timeout_s if timeout is None else timeout
+            return self._l0_versions([iri], wait)[iri]
+
+    def line_copy(self, iri: str) -> tuple[dict[str, Any] | None, int, list[str], str] | None:
+        """The newest copy home took of ``iri`` as ``(value, version, tags, graph)``.
+
+        For a reader that has recalled dirty lines first (search indexes what a
+        write left at home). Answered from the L2 graph's node map, not from
+        the directory homes: every version a home takes is put there with its
+        tags and graph (and the map is rebuilt from L0 on open), and it stays
+        when a home drops the line for capacity, so it is the same answer
+        without reading another actor's state (on Ray the homes live in other
+        processes). No message and no lock: ``graph.node`` reads one entry,
+        and a write swaps an entry whole, so value, version, tags and graph
+        are always one version's. (With ``l2.graph_writer`` the puts reach the
+        graph by message, and a recall answers only once they are applied, so
+        "recall first" still covers them.) Only an IRI the graph does not know
+        falls back to L0 (a line written to L0 after open by another path).
+
+        ``value`` None is a tombstone, with the version of the delete (also
+        once the home dropped it: the old home-then-L0 read answered None
+        there); None is a line neither the graph nor L0 holds.
+        """
+        node = self.graph.node(iri)
+        if node is not None:
+            return node.value, node.version, list(node.tags), node.graph
         entry = self._l0.retrieve(iri, touch=False)
         if entry is None:
             return None
@@ -370,9 +540,22 @@ class MemorySystem:
 
         return collect(self, timeout=timeout)
 
-    def l2_stats(self) -> dict[str, L2Stats]:
-        """Each directory shard's L2 node map: capacity, size and counters (``LayeredHome.stats``)."""
-        return {name: home.stats() for name, home in sorted(self._homes.items())}
+    def l2_stats(self, *, timeout: float | None = None) -> dict[str, L2Stats]:
+        """Each directory shard's L2 node map: capacity, size and counters (``LayeredHome.stats``).
+
+        Asked of each shard (its home lives where the shard runs, another
+        process on Ray); a shard that is not running (its supervisor stopped
+        it) is left out rather than counted as empty.
+        """
+        rt = self._runtime
+        asks = [(name, rt.lookup(name).ask({"t": "l2.stats"})) for name in self.directories]
+        found: dict[str, L2Stats] = {}
+        for name, ask in asks:
+            try:
+                found[name] = ask.get(timeout)
+            except ActorUnavailable:
+                continue
+        return found
 
     # -- system-wide operations --------------------------------------------------
     def submit_inspect(self, iri: str) -> Future[dict[str, Any]]:
@@ -383,18 +566,16 @@ class MemorySystem:
         agents = sorted(self.agents())
         parts: list[Future[Any]] = [rt.lookup(self.directory_for(iri)).ask({"t": "inspect", "iri": iri})]
         parts += [rt.lookup(cache_name(a)).ask({"t": "state", "iri": iri}) for a in agents]
-        l0 = self._l0
 
         def combine(values: list[Any]) -> dict[str, Any]:
             directory = values[0]
-            entry = l0.retrieve(iri, touch=False)
             return {
                 "directory": directory["directory"],
                 "owner": agent_of(directory["owner"]),
                 "sharers": sorted(str(agent_of(s)) for s in directory["sharers"]),
                 "caches": dict(zip(agents, values[1:], strict=True)),
                 "l2": directory["l2"],
-                "l0": None if entry is None else {"value": entry.content, "version": entry.version},
+                "l0": directory["l0"],  # the shard's home reads its L0 (its own, when sharded)
             }
 
         return GatheredFuture(parts, combine)
@@ -469,12 +650,27 @@ class MemorySystem:
         rt = self._runtime
         if isinstance(rt, Simulator):
             rt.run_until_quiescent()
-        elif isinstance(rt, ThreadsRuntime):
+        elif isinstance(rt, (ThreadsRuntime, _Distributed)):
             rt.wait_quiescent(timeout)
 
-    def _home_version(self, iri: str) -> int:
-        held = self._homes[self.directory_for(iri)].peek(iri)
-        return int(held["version"]) if held is not None else self._l0.retrieve_version(iri)
+    def _home_versions(self, iris: Iterable[str], timeout: float) -> dict[str, int]:
+        """Each line's version at home (in L2, else in L0), asked of its shard."""
+        return self._ask_shards("l2.versions", iris, timeout)
+
+    def _l0_versions(self, iris: Iterable[str], timeout: float) -> dict[str, int]:
+        """Each line's version in L0, asked of its shard (whose home reads its L0)."""
+        return self._ask_shards("l0.versions", iris, timeout)
+
+    def _ask_shards(self, kind: str, iris: Iterable[str], timeout: float) -> dict[str, int]:
+        by_shard: dict[str, list[str]] = {}
+        for iri in iris:
+            by_shard.setdefault(self.directory_for(iri), []).append(iri)
+        rt = self._runtime
+        asks = [rt.lookup(shard).ask({"t": kind, "iris": part}) for shard, part in sorted(by_shard.items())]
+        found: dict[str, int] = {}
+        for ask in asks:
+            found.update(ask.get(timeout))
+        return found
 
     def crash(self, target: str, *, timeout: float | None = None) -> dict[str, Any]:
         """Crash one actor on purpose and wait until the system serves again.
@@ -496,7 +692,8 @@ class MemorySystem:
           before serving again; home (L2) and the caches keep every value, so
           nothing is lost. Returns ``{"lost": [], "notes": [...]}``.
         * ``bus``, ``blackboard``, ``l1:ID`` (the agent's session actor),
-          ``l3`` (every worker and the views actor), ``hyperspace``,
+          ``l3`` (every worker, framer and the views actor), ``graph`` (the
+          graph writer, when the memory has one), ``hyperspace``,
           ``context`` (scheduler and prefetcher), ``supervisor``: an
           ``InjectedCrash`` inside the actor; its supervisor rebuilds it over
           the state that outlives it (docs/RELIABILITY.md, "Supervision").
@@ -527,9 +724,9 @@ class MemorySystem:
         lost: list[str] = []
         if target.startswith("agent:"):
             view = self.board.holders().get(target.removeprefix("agent:"), {})
-            lost = sorted(
-                iri for iri, (state, _value, version) in view.items() if state == "M" and version > self._home_version(iri)
-            )
+            modified = {iri: version for iri, (state, _value, version) in view.items() if state == "M"}
+            at_home = self._home_versions(modified, wait)
+            lost = sorted(iri for iri, version in modified.items() if version > at_home[iri])
         coherent = target.startswith("agent:") or target == "directory" or target in self.directories
         for name in victims:
             try:  # caches and directories crash in their own handler, the others in the supervisor's shell
@@ -558,11 +755,13 @@ class MemorySystem:
         named = {
             "bus": [BUS_ACTOR],
             "blackboard": [BLACKBOARD_ACTOR],
-            "l3": [*self.l3.workers, VIEWS_ACTOR],
+            "l3": [*self.l3.workers, *self.l3.framers, VIEWS_ACTOR],
             "hyperspace": [HYPERSPACE_ACTOR],
             "context": [SCHEDULER_ACTOR, PREFETCH_ACTOR],
             "supervisor": [SUPERVISOR_ACTOR],
         }
+        if self._graph_writer:
+            named["graph"] = [GRAPH_ACTOR]
         victims = named.get(target)
         if victims is None:
             raise InvalidInput(
@@ -614,12 +813,26 @@ class MemorySystem:
             for iri, (state, _value, version) in view.items():
                 if state == "M":
                     newest[iri] = max(newest.get(iri, 0), version)
-        for home in self._homes.values():
-            for iri in home.dirty():
-                held = home.peek(iri)
-                if held is not None:
-                    newest[iri] = max(newest.get(iri, 0), int(held["version"]))
-        lost = sorted(iri for iri, version in newest.items() if version > self._l0.retrieve_version(iri))
+        in_l0: dict[str, int] | None = None
+        if self._config.l0.sharded:
+            # The homes live with their shards: asked, so messages still in flight are
+            # delivered first (a sharded crash is taken between the shards' handlers).
+            # A shard whose process is already gone (a lost node) took its dirty lines
+            # with it: they are not known here. L0's versions are read after the reopen.
+            for shard in self.directories:
+                try:
+                    dirty = self._runtime.lookup(shard).ask({"t": "l2.dirty"}).get(wait)
+                except ActorUnavailable:
+                    continue
+                for iri, version in dirty:
+                    newest[iri] = max(newest.get(iri, 0), int(version))
+        else:
+            for home in self._homes.values():
+                for iri in home.dirty():
+                    held = home.peek(iri)
+                    if held is not None:
+                        newest[iri] = max(newest.get(iri, 0), int(held["version"]))
+            in_l0 = {iri: self._l0.retrieve_version(iri) for iri in newest}
         self._closed = True
         if self._recorder is not None:
             self._recorder.close()  # the reopened memory is not recorded (docs/RECORDING.md)
@@ -627,9 +840,13 @@ class MemorySystem:
         kind = self._runtime.kind
         clock = self._runtime.clock
         seed = getattr(self._runtime, "seed", 0)
-        reopened = MemorySystem.open(self._path, self._config, kind, clock=clock, seed=seed)
+        reopened = MemorySystem.open(
+            self._path, self._config, kind, clock=clock, seed=seed, address=self._address
+        )
         reopened._owns_path = self._owns_path
-        reopened.lost_in_crash = lost
+        if in_l0 is None:
+            in_l0 = {iri: reopened.durable_version(iri, timeout=wait) for iri in newest}
+        reopened.lost_in_crash = sorted(iri for iri, version in newest.items() if version > in_l0[iri])
         return reopened
 
     def agents(self) -> dict[str, Agent]:

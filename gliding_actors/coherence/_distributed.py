@@ -29,7 +29,7 @@ from typing import Any
 
 from gliding_actors.clock import Clock, SystemClock
 from gliding_actors.coherence._cache import CacheController
-from gliding_actors.coherence._home import LayeredHome
+from gliding_actors.coherence._home import DEFAULT_GRAPH, LayeredHome
 from gliding_actors.coherence._hosting import (
     CACHE_PREFIX,
     CacheActor,
@@ -39,10 +39,12 @@ from gliding_actors.coherence._hosting import (
     unpack_value,
 )
 from gliding_actors.coherence._messages import directory_shard
+from gliding_actors.config import L0Config
 from gliding_actors.errors import ActorUnavailable, InvalidInput
 from gliding_actors.l0 import L0Store
-from gliding_actors.metrics._counters import percentile
 from gliding_actors.l2._graph import GraphStore
+from gliding_actors.l2._graph_writer import GraphOutbox
+from gliding_actors.metrics._counters import ActorTally, percentile
 from gliding_actors.runtime import DEFERRED, RUNTIME_SENDER, Context, ReplyToken
 
 __all__ = ["ShardRecipe", "TeamMember", "WorkloadSpec"]
@@ -51,8 +53,16 @@ __all__ = ["ShardRecipe", "TeamMember", "WorkloadSpec"]
 class _Shard(DirectoryActor):
     """A directory shard that owns its home's L0 and closes it when stopped."""
 
-    def __init__(self, name: str, home: LayeredHome, l0: L0Store, *, recover_from: tuple[str, ...] | None) -> None:
-        super().__init__(name, home, recover_from=recover_from)
+    def __init__(
+        self,
+        name: str,
+        home: LayeredHome,
+        l0: L0Store,
+        *,
+        recover_from: tuple[str, ...] | None,
+        tally: ActorTally | None,
+    ) -> None:
+        super().__init__(name, home, recover_from=recover_from, tally=tally)
         self._l0 = l0
 
     def on_stop(self) -> None:
@@ -65,7 +75,16 @@ class ShardRecipe:
 
     The home is made on the first build and kept by this recipe, which lives in
     the hosting process: a shard rebuilt after a crash reopens nothing and
-    asks ``caches`` for a census before serving (docs/COHERENCE.md).
+    takes a census of ``caches`` and of every cache that talked to it before
+    serving (docs/COHERENCE.md).
+
+    Two uses. ``bench scaling`` and the distributed tests give each shard a
+    private graph (``graph_writer=False``). A :class:`~gliding_actors.MemorySystem`
+    with a sharded L0 (``l0.sharded``) makes its shards with
+    ``graph_writer=True``: the home queues its puts for the memory's one graph
+    (``l2:graph``, :mod:`gliding_actors.l2._graph_writer`), and the first build
+    queues every line this shard's L0 holds, which is how the graph is
+    rebuilt when the memory opens.
     """
 
     name: str
@@ -73,21 +92,46 @@ class ShardRecipe:
     root: str
     capacity: int = 4096
     caches: tuple[str, ...] = ()
+    #: LevelDB sizes and write rules of the shard's L0 (None: the defaults)
+    l0_config: L0Config | None = None
+    #: the clock the shard's L0 stamps with; None is the hosting process's own
+    #: (a clock cannot be shared between processes: on Ray it is always None)
+    clock: Clock | None = None
+    graph_writer: bool = False
+    #: where the shard counts what it sends; None: its own (in its process)
+    tally: ActorTally | None = None
     _home: LayeredHome | None = dataclasses.field(default=None, init=False, repr=False)
     _l0: L0Store | None = dataclasses.field(default=None, init=False, repr=False)
     _built: int = dataclasses.field(default=0, init=False, repr=False)
 
+    @property
+    def path(self) -> str:
+        """The folder of this shard's LevelDB."""
+        return os.path.join(self.root, self.name.replace(":", "-"))
+
+    @property
+    def store(self) -> L0Store | None:
+        """The shard's L0 once built (in the process that built it), else None."""
+        return self._l0
+
     def __call__(self) -> DirectoryActor:
         if self._home is None or self._l0 is None:
             os.makedirs(self.root, exist_ok=True)
-            clock: Clock = SystemClock()
-            self._l0 = L0Store(os.path.join(self.root, self.name.replace(":", "-")), clock=clock)
-            self._home = LayeredHome(
-                self._l0, threading.Lock(), GraphStore(None), threading.Lock(), capacity=self.capacity
-            )
+            clock = self.clock if self.clock is not None else SystemClock()
+            l0 = L0Store(self.path, clock=clock, config=self.l0_config)
+            if self.graph_writer:
+                outbox = GraphOutbox()
+                for entry in l0.query():  # shipped by the first actor's on_start
+                    outbox.add(entry.iri, entry.content, entry.named_graph or DEFAULT_GRAPH, entry.version, tuple(entry.tags))
+                self._home = LayeredHome(l0, threading.Lock(), outbox, capacity=self.capacity)
+            else:
+                self._home = LayeredHome(l0, threading.Lock(), GraphStore(None), threading.Lock(), capacity=self.capacity)
+            self._l0 = l0
+            if self.tally is None:
+                self.tally = ActorTally()
         self._built += 1
-        recover = None if self._built == 1 else self.caches
-        return _Shard(self.name, self._home, self._l0, recover_from=recover)
+        recover = None if self._built == 1 else tuple(sorted(set(self.caches) | self._home.caches))
+        return _Shard(self.name, self._home, self._l0, recover_from=recover, tally=self.tally)
 
 
 @dataclasses.dataclass(frozen=True)

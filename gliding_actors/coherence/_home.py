@@ -38,6 +38,7 @@ from gliding_actors.coherence._messages import Meta, Value
 from gliding_actors.errors import GlidingError, InvalidInput
 from gliding_actors.l0 import L0Entry, L0Store
 from gliding_actors.l2._graph import GraphStore
+from gliding_actors.l2._graph_writer import GraphOutbox
 
 #: Named graph of a line written without one (everyone may create and update there).
 DEFAULT_GRAPH = "shared"
@@ -62,7 +63,9 @@ class LayeredHome:
     """A directory shard's home: ``l2`` (value, version, meta) by IRI, backed by L0.
 
     ``l0_lock`` serialises writes to the shared L0 store across shards (reads
-    need no lock). Only the owning directory actor calls ``load``/``store``/
+    need no lock). ``graph`` is the graph written inside :meth:`store` (under
+    ``graph_lock``), or a :class:`GraphOutbox` that queues the puts for the
+    graph's own writer (``gliding_actors.l2._graph_writer``), or None. Only the owning directory actor calls ``load``/``store``/
     ``flush``; ``peek`` and ``stats`` may be called from outside (inspection).
     ``capacity`` bounds the node map (None: unbounded); see the module docstring.
 
@@ -80,7 +83,7 @@ class LayeredHome:
         self,
         l0: L0Store,
         l0_lock: threading.Lock,
-        graph: GraphStore | None = None,
+        graph: GraphStore | GraphOutbox | None = None,
         graph_lock: threading.Lock | None = None,
         *,
         capacity: int | None = None,
@@ -105,10 +108,19 @@ class LayeredHome:
         self.writedown_failures = 0
         #: open flushes (by request id): the lines capacity wrote down meanwhile
         self._flushing: dict[int, set[str]] = {}
+        #: every cache that ever sent this shard a protocol message: the only ones
+        #: that can hold its lines (a grant answers a request), so the ones a
+        #: rebuilt directory takes a census of. Here because it must outlive the actor.
+        self.caches: set[str] = set()
 
     @property
     def capacity(self) -> int | None:
         return self._capacity
+
+    @property
+    def graph_outbox(self) -> GraphOutbox | None:
+        """The queue of graph puts when the graph has its own writer, else None (written here)."""
+        return self._graph if isinstance(self._graph, GraphOutbox) else None
 
     def _from_l0(self, iri: str) -> tuple[Value, int, Meta]:
         entry = self._l0.retrieve(iri, touch=False)
@@ -143,8 +155,12 @@ class LayeredHome:
         if self._graph is not None:
             # Values were checked as JSON-LD before they entered the protocol.
             graph = (meta or {}).get("graph") or DEFAULT_GRAPH
-            with self._graph_lock:
-                self._graph.put_node(iri, value, graph, version)
+            tags = tuple((meta or {}).get("tags") or ())
+            if isinstance(self._graph, GraphOutbox):
+                self._graph.add(iri, value, graph, version, tags)  # its directory ships it
+            else:
+                with self._graph_lock:
+                    self._graph.put_node(iri, value, graph, version, tags)
         if durable and self._durable.get(iri, -1) < version:
             self._write_down([iri], sync=True)
         self._touch(iri)
@@ -260,6 +276,24 @@ class LayeredHome:
         if iris is not None:
             forced.intersection_update(iris)
         return sorted(forced.union(scope))
+
+    def version_of(self, iri: str) -> int:
+        """The version held here, else L0's (not loading, not touching)."""
+        held = self._l2.get(iri)
+        return held[1] if held is not None else self._l0.retrieve_version(iri)
+
+    def durable_copy(self, iri: str) -> dict[str, Any] | None:
+        """``{"value", "version"}`` of the live node L0 holds, or None (never written, or deleted)."""
+        entry = self._l0.retrieve(iri, touch=False)
+        return None if entry is None else {"value": entry.content, "version": entry.version}
+
+    def durable_version(self, iri: str) -> int:
+        """The version L0 holds (a delete's, for a tombstone; 0 if never written)."""
+        return self._l0.retrieve_version(iri)
+
+    def l0_count(self) -> int:
+        """Nodes in this home's L0 (all of L0 when the shards share one)."""
+        return self._l0.count()
 
     def peek(self, iri: str) -> dict[str, Any] | None:
         """``{"value", "version"}`` held here (not loading from L0, not touching), or None."""

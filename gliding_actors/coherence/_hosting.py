@@ -25,9 +25,10 @@ from gliding_actors.coherence._cache import CacheController
 from gliding_actors.coherence._directory import DirectoryController
 from gliding_actors.coherence._home import LayeredHome
 from gliding_actors.coherence._messages import CLIENT, Msg, Value
-from gliding_actors.errors import ConflictError, GlidingError, InvalidInput
+from gliding_actors.errors import ActorUnavailable, ConflictError, GlidingError, InvalidInput
+from gliding_actors.l2._graph_writer import FENCE, FENCED, GRAPH_ACTOR, PUTS
 from gliding_actors.metrics._counters import ActorTally
-from gliding_actors.runtime import DEFERRED, Context, ReplyToken
+from gliding_actors.runtime import DEFERRED, RUNTIME_SENDER, Context, ReplyToken
 
 #: Bus topic of every completed write or delete: ``{"iri", "version", "agent"}``.
 #: Whatever was derived from a line (L3 views, L1 turns citing it) listens here.
@@ -153,7 +154,16 @@ class CacheActor:
     dropped by the controller. A restarted directory's ``Census`` is always
     answered, with the lines this cache holds whose home it is and the
     forwards and Invs it has deferred on them.
+
+    A lost process (Ray: ``peer.lost`` from the runtime) is not a crash: the
+    protocol's recovery assumes a crashed actor's mailbox survives, and a lost
+    directory's does not. So the ops in flight on lines whose home was lost
+    fail now with ``ActorUnavailable`` rather than at their callers' timeouts,
+    and later ops on those lines are refused the same way.
     """
+
+    #: on Ray, the runtime tells this actor when a peer's process died (``peer.lost``)
+    receives_peer_lost = True
 
     def __init__(
         self,
@@ -174,6 +184,8 @@ class CacheActor:
         self._unacked: set[str] = set()
         #: op id -> IRI of client ops in flight (to announce completed writes)
         self._op_iri: dict[int, str] = {}
+        #: directory shards whose process died: their lines cannot be served
+        self._lost: set[str] = set()
 
     def on_start(self, ctx: Context) -> None:
         for directory in self._reclaim_from:
@@ -182,6 +194,10 @@ class CacheActor:
 
     def receive(self, message: Any, ctx: Context) -> Any:
         kind = message.get("t") if isinstance(message, dict) else None
+        if ctx.sender == RUNTIME_SENDER:
+            if kind == "peer.lost":
+                self._peer_lost(str(message.get("actor")), ctx)
+            return None
         if ctx.sender is None:
             if kind == "state":
                 return self.controller.state(str(message.get("iri")))
@@ -189,6 +205,9 @@ class CacheActor:
                 return self.controller.states()
             if kind == "crash":
                 raise InjectedCrash(f"cache of {self.agent} crashed on purpose")
+            iri = message.get("iri") if isinstance(message, dict) else None
+            if self._lost and isinstance(iri, str) and self.controller.home_of(iri) in self._lost:
+                raise ActorUnavailable(f"{self.controller.home_of(iri)}, home of {iri}, lost its process")
             token = ctx.defer_reply()
             request = dict(message)
             request["op"] = token.request_id
@@ -214,6 +233,16 @@ class CacheActor:
         out = self.controller.handle(ctx.sender, message)
         self._emit(out, ctx, message.get("iri"))
         return None
+
+    def _peer_lost(self, actor: str, ctx: Context) -> None:
+        """Fail the ops in flight on lines homed at ``actor``, whose process died."""
+        if actor.startswith(CACHE_PREFIX):
+            return  # a forward to a lost cache ends in the directory's recovery, not here
+        self._lost.add(actor)
+        for op, iri in sorted(self._op_iri.items()):
+            if self.controller.home_of(iri) == actor:
+                del self._op_iri[op]
+                ctx.fail(ReplyToken(op), ActorUnavailable(f"{actor}, home of {iri}, lost its process"))
 
     def _for_the_dead(self, directory: str, message: Msg, ctx: Context) -> None:
         """A message from ``directory`` sent to this cache's previous life (before the Reclaim-Ack)."""
@@ -277,6 +306,11 @@ class DirectoryActor:
     scope is home, the IRIs fetched; ``{"t": "flush", "iris": ...}`` → recall,
     then write down to L0 every line newer at home than in L0; answers the
     IRIs written; ``{"t": "ready"}`` → ``{"notes": [...]}`` once recovered;
+    ``{"t": "l2.stats"}`` → the home's :meth:`LayeredHome.stats` (never waits);
+    ``{"t": "l2.dirty"}`` → ``[[iri, version]]`` newer at home than in L0;
+    ``{"t": "l0.versions", "iris": [...]}`` → ``{iri: version in L0}``;
+    ``{"t": "l2.versions", "iris": [...]}`` → ``{iri: version at home}`` (L2, else L0);
+    ``{"t": "l0.count"}`` → nodes in the home's L0 (a sharded L0's share);
     ``{"t": "crash"}`` → crashes on purpose (fault injection).
 
     Recovery: built with ``recover_from`` (the agent caches, after a crash of
@@ -285,6 +319,11 @@ class DirectoryActor:
     arrive meanwhile wait, in arrival order, and run once the directory's
     sharers and owners are rebuilt from the caches' answers. The home (L2)
     is a separate layer and survives the crash.
+
+    When the home queues its graph puts (``LayeredHome.graph_outbox``, on
+    when the graph has its own writer: :mod:`gliding_actors.l2._graph_writer`),
+    this actor ships them to ``l2:graph`` at the end of every handler and
+    answers a recall or flush only once the writer has fenced them.
     """
 
     def __init__(
@@ -313,8 +352,12 @@ class DirectoryActor:
         self._held_back: list[tuple[str | None, Any, ReplyToken | None]] = []
         #: copies the last rebuild could not place (transient at the crash)
         self.recovery_notes: list[str] = []
+        #: fences to send behind this handler's puts, and the answers waiting on each
+        self._fences: list[int] = []
+        self._fenced: dict[int, tuple[ReplyToken, Any]] = {}
 
     def on_start(self, ctx: Context) -> None:
+        self._ship_graph(ctx)  # what a crashed predecessor's handler had queued
         if self._census is None:
             return
         if not self._census:
@@ -352,22 +395,58 @@ class DirectoryActor:
         if src is None and kind == "crash":
             raise InjectedCrash(f"directory {self.name} crashed on purpose")
         if self._census is not None:
-            return self._while_recovering(kind, src, message, ctx)
-        if src is None:
-            return self._request(message, ctx, None)
-        self._protocol(src, message, ctx)
-        return None
+            result = self._while_recovering(kind, src, message, ctx)
+        elif src is None:
+            result = self._request(message, ctx, None)
+        else:
+            self._protocol(src, message, ctx)
+            result = None
+        # Only a handler that returns ships: a crashed one's sends are dropped,
+        # and what it queued stays in the home's outbox for the next one.
+        self._ship_graph(ctx)
+        return result
+
+    def _ship_graph(self, ctx: Context) -> None:
+        """Send the home's queued graph puts, then the fences behind them (one pair: FIFO)."""
+        outbox = self.home.graph_outbox
+        if outbox is None:
+            return
+        if len(outbox):
+            ctx.send(GRAPH_ACTOR, {"t": PUTS, "nodes": outbox.take()})
+            self._tally.count_sent(PUTS)
+        fences, self._fences = self._fences, []
+        for fence in fences:
+            ctx.send(GRAPH_ACTOR, {"t": FENCE, "id": fence})
+            self._tally.count_sent(FENCE)
 
     def _request(self, message: Any, ctx: Context, token: ReplyToken | None) -> Any:
         """An outside request; ``token`` is its reply when it already waited (recovery)."""
         kind = message.get("t") if isinstance(message, dict) else None
         if kind == "ready":
-            return {"notes": list(self.recovery_notes)}
+            answer = {"notes": list(self.recovery_notes)}
+            if self.home.graph_outbox is None:
+                return answer
+            # Ready means the graph holds what this shard took home (on open: its whole L0).
+            self._after_fence(token if token is not None else ctx.defer_reply(), answer)
+            return DEFERRED
         if kind == "inspect":
             iri = str(message.get("iri"))
             found = self.controller.inspect(iri)
             found["l2"] = self.home.peek(iri)
+            found["l0"] = self.home.durable_copy(iri)
             return found
+        if kind == "l2.stats":
+            return dict(self.home.stats())
+        if kind == "l2.dirty":
+            return [[iri, self.home.version_of(iri)] for iri in self.home.dirty()]
+        if kind in ("l0.versions", "l2.versions"):
+            iris = message.get("iris")
+            if not isinstance(iris, list) or not all(isinstance(i, str) for i in iris):
+                raise InvalidInput(f"{kind}: iris is a list of IRIs, not {iris!r}", path=("iris",))
+            version = self.home.durable_version if kind == "l0.versions" else self.home.version_of
+            return {iri: version(iri) for iri in iris}
+        if kind == "l0.count":
+            return self.home.l0_count()
         if kind in ("recall", "flush"):
             if token is None:
                 token = ctx.defer_reply()
@@ -382,7 +461,14 @@ class DirectoryActor:
 
     def _protocol(self, src: str, message: Any, ctx: Context) -> None:
         kind = message.get("t") if isinstance(message, dict) else None
-        if kind == m.RECLAIM:
+        if src.startswith(CACHE_PREFIX):
+            self.home.caches.add(src)
+        if kind == FENCED and src == GRAPH_ACTOR:
+            # Unknown ids are a crashed predecessor's fences: its asks already failed.
+            waiting = self._fenced.pop(message.get("id"), None)
+            if waiting is not None:
+                ctx.resolve(*waiting)
+        elif kind == m.RECLAIM:
             self._emit(self.controller.reclaim(src), ctx)
             ctx.send(src, m.with_inc({"t": m.RECLAIM_ACK}, m.inc_of(message)))
         elif kind == m.NACK:
@@ -420,7 +506,7 @@ class DirectoryActor:
                 self._recovered(ctx)
             return None
         if src is None:
-            if kind == "inspect":  # inspection never waits: it shows the recovery
+            if kind in ("inspect", "l2.stats"):  # inspection never waits: it shows the recovery
                 return self._request(message, ctx, None)
             self._held_back.append((None, message, ctx.defer_reply()))
             return DEFERRED
@@ -437,7 +523,14 @@ class DirectoryActor:
 
     def _recalled(self, ack: Msg, ctx: Context) -> None:
         token, then_flush, iris = self._waiting.pop(ack["rid"])
-        if then_flush:
-            ctx.resolve(token, self.home.flush(iris, mark=ack["rid"]))
-        else:
-            ctx.resolve(token, list(ack["iris"]))
+        answer = self.home.flush(iris, mark=ack["rid"]) if then_flush else list(ack["iris"])
+        if self.home.graph_outbox is None:
+            ctx.resolve(token, answer)  # the graph was written inside the handlers that stored
+            return
+        # The graph must hold every put this shard sent before the answer (the barrier).
+        self._after_fence(token, answer)
+
+    def _after_fence(self, token: ReplyToken, answer: Any) -> None:
+        """Answer ``token`` once the graph writer has applied every put sent before this."""
+        self._fenced[token.request_id] = (token, answer)
+        self._fences.append(token.request_id)

@@ -211,9 +211,9 @@ def _data_value(world: ReplayWorld) -> list[str]:
 @invariant("write-through lines in L0")
 def _write_through_durable(world: ReplayWorld) -> list[str]:
     out = []
-    l0 = world.system.l0
+    system = world.system
     for iri, version in sorted(_truth(world).through.items()):
-        held = l0.retrieve_version(iri)
+        held = system.durable_version(iri)
         if held < version:
             out.append(f"{iri} completed write-through v{version} but L0 holds v{held}")
     return out

@@ -406,26 +406,36 @@ class HyperspaceService:
             self.engine = HyperspaceEngine(self.config, self.engine.chain)
 
     def _reconcile(self) -> None:
-        """Make the loaded engine agree with L0: changed or new nodes become pending, gone ones go."""
+        """Make the loaded engine agree with what the memory holds: changed or new
+        nodes become pending, gone ones go.
+
+        Lines come from the graph's node map (rebuilt when the memory opened,
+        from this process's L0 or from every shard's), archived turns from
+        this process's L0 (L1 writes them there only).
+        """
         engine = self.engine
         seen: set[str] = set()
-        for entry in self._system.l0.query():
-            seen.add(entry.iri)
-            doc = engine.docs.get(entry.iri)
+        system = self._system
+        with system._graph_lock:
+            lines = [(n.iri, n.version, n.value) for n in system.graph.lines() if n.value is not None]
+        archives = [(e.iri, e.version, e.content) for e in system.l0.query(prefix=ARCHIVE_PREFIX)]
+        for iri, version, content in [*lines, *archives]:
+            seen.add(iri)
+            doc = engine.docs.get(iri)
             space = None if doc is None else engine.spaces.get(doc.space)
             if (
                 doc is not None
-                and doc.version == entry.version
-                and doc.text_hash == _digest(node_text(entry.content))
-                and (not doc.space or (space is not None and entry.iri in space))
+                and doc.version == version
+                and doc.text_hash == _digest(node_text(content))
+                and (not doc.space or (space is not None and iri in space))
             ):
-                if is_archive_iri(entry.iri):
-                    self._archives.add(entry.iri)
+                if is_archive_iri(iri):
+                    self._archives.add(iri)
                 continue
-            if is_archive_iri(entry.iri):
-                self._pending_l0.add(entry.iri)
+            if is_archive_iri(iri):
+                self._pending_l0.add(iri)
             else:
-                self.pending[entry.iri] = entry.version
+                self.pending[iri] = version
         for iri in [i for i in engine.docs if i not in seen]:
             engine.remove(iri)
 

@@ -14,10 +14,23 @@ scope → scratch store), :mod:`._shape` (framing and budgets), :mod:`._views`
 :mod:`._scenario` (op ``project``).
 """
 
-from gliding_actors.l3._frames import BUILTIN_FRAMES, PREFIXES, ROLE_FRAMES, Frame, FrameRegistry, default_frame
+from gliding_actors.l3._frames import (
+    BUILTIN_FRAMES,
+    PREFIXES,
+    ROLE_FRAMES,
+    Frame,
+    FrameRegistry,
+    default_frame,
+)
 from gliding_actors.l3._gather import ANY_NODE, Gathered, gather
 from gliding_actors.l3._ontology import CLASSES, L3, LINK_PROPERTIES, PROPERTIES, SCOPE_GRAPH
-from gliding_actors.l3._service import VIEWS_ACTOR, WORKER_PREFIX, ProjectionService, ProjectionWorker, ViewsActor
+from gliding_actors.l3._service import (
+    VIEWS_ACTOR,
+    WORKER_PREFIX,
+    ProjectionService,
+    ProjectionWorker,
+    ViewsActor,
+)
 from gliding_actors.l3._shape import MODES, Shaped, shape
 from gliding_actors.l3._views import ViewCache, ViewKey
 

@@ -42,7 +42,7 @@ from gliding_actors.l2._graph import GraphStore
 from gliding_actors.l2._jsonld import GENID_BASE, VOCAB, to_quads
 from gliding_actors.l3._ontology import L3, SCOPE_GRAPH
 
-__all__ = ["ANY_NODE", "Gathered", "gather", "links_of", "live_triples"]
+__all__ = ["ANY_NODE", "Gathered", "gather", "links_of", "live_triples", "query_scratch"]
 
 #: A dependency every change touches: a projection of the whole graph (no task) depends on it.
 ANY_NODE = "*"
@@ -73,10 +73,17 @@ class Gathered(NamedTuple):
     data_graphs: list[ox.NamedNode]
 
     def query(self, sparql: str, prefixes: dict[str, str]) -> Any:
-        """Run a frame's query: default graph = the copied lines' graphs, named graphs those plus ``l3:scope``."""
-        data: list[ox.NamedNode | ox.BlankNode | ox.DefaultGraph] = list(self.data_graphs)
-        named: list[ox.NamedNode | ox.BlankNode] = [*self.data_graphs, _SCOPE]
-        return self.store.query(sparql, prefixes=prefixes, default_graph=data, named_graphs=named)
+        """Run a frame's query on the scratch store (:func:`query_scratch`)."""
+        return query_scratch(self.store, self.data_graphs, sparql, prefixes)
+
+
+def query_scratch(store: ox.Store, data_graphs: list[ox.NamedNode], sparql: str, prefixes: dict[str, str]) -> Any:
+    """Run a frame's query on a scratch store: the default graph is the union of
+    the copied lines' graphs, the named graphs those plus ``l3:scope`` (here, or
+    in a framer that rebuilt the store from N-Quads)."""
+    data: list[ox.NamedNode | ox.BlankNode | ox.DefaultGraph] = list(data_graphs)
+    named: list[ox.NamedNode | ox.BlankNode] = [*data_graphs, _SCOPE]
+    return store.query(sparql, prefixes=prefixes, default_graph=data, named_graphs=named)
 
 
 def links_of(quads: Iterable[ox.Quad]) -> set[str]:

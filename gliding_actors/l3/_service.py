@@ -22,25 +22,43 @@ actor waits on another: the steps are chained futures.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyoxigraph as ox
 
 from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.coherence._hosting import LINE_CHANGED, unpack_value
-from gliding_actors.errors import GlidingError, InvalidInput
+from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput
 from gliding_actors.l1._tokens import TokenCounter, get_counter
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR
-from gliding_actors.l2._jsonld import GRAPH_BASE, VOCAB, to_quads
-from gliding_actors.l3._frames import PREFIXES, Frame, FrameRegistry, default_frame
-from gliding_actors.l3._gather import gather, links_of, live_triples
-from gliding_actors.l3._ontology import SCOPE_GRAPH
-from gliding_actors.l3._shape import frame_nodes, iris_of, shape, to_jsonld_nodes
+from gliding_actors.l2._jsonld import GRAPH_BASE, to_quads
+from gliding_actors.l3._framer import (
+    FRAME,
+    FRAMED,
+    FRAMER_PREFIX,
+    FramerRecipe,
+    decode_failure,
+    frame_to_plain,
+    run_frame,
+)
+from gliding_actors.l3._frames import Frame, FrameRegistry, default_frame
+from gliding_actors.l3._gather import Gathered, gather, links_of, live_triples
 from gliding_actors.l3._views import ViewCache, ViewKey
-from gliding_actors.runtime import ChainedFuture, CompletedFuture, Context, Future, GatheredFuture
+from gliding_actors.runtime import (
+    DEFERRED,
+    IN_DRIVER,
+    RUNTIME_SENDER,
+    ChainedFuture,
+    CompletedFuture,
+    Context,
+    Future,
+    GatheredFuture,
+    ReplyToken,
+)
 
 if TYPE_CHECKING:
     from gliding_actors.system import MemorySystem
@@ -50,9 +68,6 @@ __all__ = ["VIEWS_ACTOR", "WORKER_PREFIX", "ProjectionService", "ProjectionWorke
 WORKER_PREFIX = "l3:worker:"
 VIEWS_ACTOR = "l3:views"
 
-_SUMMARIES = f"""SELECT ?n ?summary WHERE {{
-  GRAPH <{SCOPE_GRAPH}> {{ ?n a <https://gliding-actors.dev/l3#Member> }}
-  ?n <{VOCAB}summary> ?summary }} ORDER BY ?n ?summary"""
 _CHECK_GRAPH = ox.NamedNode(GRAPH_BASE + "l3")
 
 
@@ -100,6 +115,8 @@ class ProjectionService:
         self.counter: TokenCounter = get_counter(config.counter)
         self.views = ViewCache(config.max_views, resolver=self._links_now)
         self.workers = tuple(f"{WORKER_PREFIX}{i}" for i in range(config.workers))
+        #: with ``l3.framers``: worker i sends its gathered scopes to framer i (docs/L3.md)
+        self.framers = tuple(f"{FRAMER_PREFIX}{i}" for i in range(config.workers)) if config.framers else ()
         self._next = itertools.count()
         self._next_lock = threading.Lock()
 
@@ -109,8 +126,14 @@ class ProjectionService:
         and the cache to the line registry (waits for the bus)."""
         service = cls(system)
         runtime = system.runtime
-        for name in service.workers:
-            system.spawn_supervised(name, lambda: ProjectionWorker(service))
+        for i, name in enumerate(service.workers):
+            framer = service.framers[i] if service.framers else None
+            if framer is not None:
+                # on Ray, on the cluster's nodes round robin (a picklable recipe)
+                system.spawn_supervised(framer, FramerRecipe(service.counter.name), placement=system.node_for(i))
+            # a worker with a framer hears back from it: on Ray, reachable from the cluster
+            placement = IN_DRIVER if framer is not None else None
+            system.spawn_supervised(name, functools.partial(ProjectionWorker, service, framer), placement=placement)
         system.spawn_supervised(VIEWS_ACTOR, lambda: ViewsActor(service.views))
         runtime.lookup(BUS_ACTOR).ask(
             {"type": "subscribe", "topic": LINE_CHANGED, "subscriber": VIEWS_ACTOR, "mode": "push"}
@@ -244,6 +267,11 @@ class ProjectionService:
 
     def compute(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """One projection (a worker's job): gather, frame, fit, keep. Reads only the stores."""
+        job = self.gather(request)
+        return self.keep(job, run_frame(job.gathered.query, job.frame, job.budget, self.counter))
+
+    def gather(self, request: Mapping[str, Any]) -> Job:
+        """The half of a projection that reads the blackboard: the scope's scratch store."""
         system = self._system
         role = str(request["role"])
         frame = self.frames.get(request["frame"])
@@ -272,44 +300,27 @@ class ProjectionService:
             extra=extra,
             extra_members=extra_members,
         )
-        try:
-            constructed = gathered.query(frame.sparql, PREFIXES)
-            assert isinstance(constructed, ox.QueryTriples)  # checked at registration
-            triples = list(constructed)
-        except (SyntaxError, RuntimeError, ValueError, TypeError, OSError) as exc:
-            raise InvalidInput(f"frame {frame.name!r} failed: {exc}") from None
-        try:
-            nodes = frame_nodes(to_jsonld_nodes(triples), frame.frame, frame.priority)
-        except Exception as exc:  # noqa: BLE001 - pyld raises its own errors; the caller gets a typed one
-            raise InvalidInput(f"frame {frame.name!r}: JSON-LD framing failed: {exc}") from None
+        return Job(role, frame, task, budget, int(request["stamp"]), gathered)
 
-        def summaries() -> dict[str, str]:
-            out: dict[str, str] = {}
-            rows = gathered.query(_SUMMARIES, PREFIXES)
-            assert isinstance(rows, ox.QuerySolutions)
-            for row in rows:
-                subject, summary = row[0], row[1]
-                if subject is not None and summary is not None:
-                    out.setdefault(str(subject.value), str(summary.value))
-            return out
-
-        shaped = shape(nodes, drop=frame.drop, max_tokens=budget, counter=self.counter, summaries=summaries)
+    def keep(self, job: Job, framed: Mapping[str, Any]) -> dict[str, Any]:
+        """The projection's answer from the framing half's (:func:`run_frame`), its view kept."""
         result: dict[str, Any] = {
-            "tokens": shaped.tokens,
-            "iris": iris_of(shaped.jsonld),
-            "jsonld": shaped.jsonld,
+            "tokens": framed["tokens"],
+            "iris": framed["iris"],
+            "jsonld": framed["jsonld"],
             "cached": False,
-            "mode": shaped.mode,
+            "mode": framed["mode"],
             "counter": self.counter.name,
-            "frame": frame.name,
-            "task": task,
-            "max_tokens": budget,
-            "full_tokens": shaped.full_tokens,
-            "lines_read": gathered.lines_read,
+            "frame": job.frame.name,
+            "task": job.task,
+            "max_tokens": job.budget,
+            "full_tokens": framed["full_tokens"],
+            "lines_read": job.gathered.lines_read,
         }
-        if not frame.live:
-            key: ViewKey = (task or "", frame.name, role, budget or 0)
-            self.views.insert(key, result, stamp=int(request["stamp"]), deps=gathered.deps, watch=gathered.watch)
+        if not job.frame.live:
+            key: ViewKey = (job.task or "", job.frame.name, job.role, job.budget or 0)
+            gathered = job.gathered
+            self.views.insert(key, result, stamp=job.stamp, deps=gathered.deps, watch=gathered.watch)
         return result
 
     def stats(self) -> dict[str, Any]:
@@ -317,16 +328,79 @@ class ProjectionService:
         return {**self.views.stats(), "workers": len(self.workers), "counter": self.counter.name}
 
 
-class ProjectionWorker:
-    """Behaviour of ``l3:worker:<i>``: computes one projection per request."""
+class Job(NamedTuple):
+    """A projection between its halves: what was asked, and the gathered scope."""
 
-    def __init__(self, service: ProjectionService) -> None:
+    role: str
+    frame: Frame
+    task: str | None
+    budget: int | None
+    stamp: int
+    gathered: Gathered
+
+
+class ProjectionWorker:
+    """Behaviour of ``l3:worker:<i>``: computes one projection per request.
+
+    With a ``framer`` (``l3.framers``) it gathers, sends the scope to the
+    framer and answers its caller when the framed result comes back
+    (:mod:`gliding_actors.l3._framer`); if the framer's process is lost, the
+    jobs in flight fail with ``ActorUnavailable`` and it frames by itself.
+    """
+
+    #: on Ray, the runtime tells this actor when a peer's process died (``peer.lost``)
+    receives_peer_lost = True
+
+    def __init__(self, service: ProjectionService, framer: str | None = None) -> None:
         self._service = service
+        self._framer = framer
+        #: job id -> (the caller's reply, the gathered job)
+        self._framing: dict[int, tuple[ReplyToken, Job]] = {}
 
     def receive(self, message: Any, ctx: Context) -> Any:
-        if not isinstance(message, dict) or message.get("t") != "project":
+        kind = message.get("t") if isinstance(message, dict) else None
+        if ctx.sender == RUNTIME_SENDER:
+            if kind == "peer.lost" and message.get("actor") == self._framer:
+                self._framer_lost(ctx)
+            return None
+        if ctx.sender is not None and ctx.sender == self._framer and kind == FRAMED:
+            self._framed(message, ctx)
+            return None
+        if kind != "project" or ctx.sender is not None:
             raise InvalidInput(f"an L3 worker computes {{'t': 'project'}} requests, not {message!r}")
-        return self._service.compute(message)
+        if self._framer is None:
+            return self._service.compute(message)
+        job = self._service.gather(message)
+        token = ctx.defer_reply()
+        self._framing[token.request_id] = (token, job)
+        ctx.send(
+            self._framer,
+            {
+                "t": FRAME,
+                "id": token.request_id,
+                "frame": frame_to_plain(job.frame),
+                "nquads": job.gathered.store.dump(format=ox.RdfFormat.N_QUADS),
+                "graphs": [g.value for g in job.gathered.data_graphs],
+                "max_tokens": job.budget,
+            },
+        )
+        return DEFERRED
+
+    def _framed(self, message: dict[str, Any], ctx: Context) -> None:
+        waiting = self._framing.pop(message.get("id"), None)  # type: ignore[arg-type]
+        if waiting is None:
+            return  # answered already (its framer was taken for lost)
+        token, job = waiting
+        if message.get("ok"):
+            ctx.resolve(token, self._service.keep(job, message["value"]))
+        else:
+            ctx.fail(token, decode_failure(message.get("error"), str(self._framer)))
+
+    def _framer_lost(self, ctx: Context) -> None:
+        lost, self._framer = self._framer, None
+        for token, _job in self._framing.values():
+            ctx.fail(token, ActorUnavailable(f"{lost} lost its process while framing a projection"))
+        self._framing.clear()
 
 
 class ViewsActor:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gliding_actors.errors import GlidingError
+from gliding_actors.errors import ActorUnavailable, GlidingError
 from gliding_actors.l1 import session_actor_name
 
 if TYPE_CHECKING:
@@ -56,8 +56,25 @@ def _l1(system: MemorySystem, timeout: float | None) -> dict[str, Any]:
     }
 
 
-def _l2(system: MemorySystem) -> dict[str, Any]:
-    homes = list(system.l2_stats().values())
+def _l0(system: MemorySystem, timeout: float | None) -> dict[str, Any]:
+    """Nodes and bytes on disk; with a sharded L0, the shards' too (each asked: it may run elsewhere)."""
+    records = system.l0.count()
+    folders = [system.path / "l0"]
+    if system.config.l0.sharded:
+        rt = system.runtime
+        for ask in [rt.lookup(name).ask({"t": "l0.count"}) for name in system.directories]:
+            try:
+                records += int(ask.get(timeout))
+            except ActorUnavailable:  # a stopped shard: its records are unknown, not zero
+                continue
+        from gliding_actors.system import SHARDS_DIR  # the system imports this module lazily too
+
+        folders.append(system.path / SHARDS_DIR)
+    return {"records": records, "bytes": sum(_disk_bytes(folder) for folder in folders)}
+
+
+def _l2(system: MemorySystem, timeout: float | None) -> dict[str, Any]:
+    homes = list(system.l2_stats(timeout=timeout).values())
     board = system.board_state
     locks = board.locks
     return {
@@ -84,9 +101,9 @@ def collect(system: MemorySystem, *, timeout: float | None = None) -> dict[str, 
     return {
         "runtime": system.runtime.kind,
         "coherence": coherence,
-        "l0": {"records": system.l0.count(), "bytes": _disk_bytes(system.path / "l0")},
+        "l0": _l0(system, timeout),
         "l1": _l1(system, timeout),
-        "l2": _l2(system),
+        "l2": _l2(system, timeout),
         "l3": {
             "view_hits": int(l3["hits"]),
             "view_misses": int(l3["misses"]),

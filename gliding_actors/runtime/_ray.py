@@ -575,7 +575,12 @@ class RayRuntime:
                 return
             self._closed = True
             names = [*self._local, *self._handles]
+            local = list(self._local.values())
         self._stopping.set()
+        # Every relay poller stops taking at once (each waits out its current take,
+        # up to half a second): stopping them one after the other cost that per actor.
+        for host in local:
+            host.stop_polling()
         if self._monitor is not None:
             self._monitor.join(timeout=2 * self._monitor_s + 5.0)
         for name in names:

@@ -175,6 +175,10 @@ class DriverHost:
         if self._poller.is_alive():
             self._poller.join(timeout=2 * _TAKE_WAIT_S + timeout)
 
+    def stop_polling(self) -> None:
+        """Take nothing more from the relay (the runtime is shutting down)."""
+        self._stopping.set()
+
     def status(self) -> dict[str, Any]:
         return {
             "alive": self.alive,

@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol, runtime_checkable
 
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import GlidingError, Timeout
@@ -23,8 +23,8 @@ from gliding_actors.runtime import Future, Simulator, ThreadsRuntime
 from gliding_actors.scenario._expect import Mismatch, check_expectations
 from gliding_actors.scenario._invariants import run_invariants
 from gliding_actors.scenario._model import OpStep, ParallelStep, Position, Scenario, Step
-from gliding_actors.scenario._opspecs import get_op_spec
 from gliding_actors.scenario._ops import ReplayWorld, implementation, implemented_ops
+from gliding_actors.scenario._opspecs import get_op_spec
 from gliding_actors.system import MemorySystem
 
 __all__ = ["Failure", "OpOutcome", "RunResult", "replay"]
@@ -150,6 +150,16 @@ class _Stop(Exception):
     def __init__(self, failure: Failure) -> None:
         super().__init__(failure.what)
         self.failure = failure
+
+
+@runtime_checkable
+class _TimersOutsideTheLoop(Protocol):
+    """A runtime whose actors run on their own (threads, Ray): the replay moves
+    its virtual clock to the next timer once every message is handled."""
+
+    def is_quiescent(self) -> bool: ...
+
+    def next_timer(self) -> float | None: ...
 
 
 StepCallback = Callable[[Step, list[OpOutcome]], None]
@@ -311,7 +321,7 @@ class _Engine:
             return exc
 
     def _wait_in_virtual_time(self, futures: list[Future[Mapping[str, Any]]]) -> None:
-        """On threads with a virtual clock, waiting must move time as the simulator does.
+        """On threads (or Ray) with a virtual clock, waiting must move time as the simulator does.
 
         While ops are pending and every message has been handled, jump the
         clock to the next timer (a lock wait's time-out, a lease) if it falls
@@ -319,14 +329,15 @@ class _Engine:
         time-out run out in ``get``.
         """
         rt = self.world.system.runtime
-        if not isinstance(rt, ThreadsRuntime):
+        if not isinstance(rt, _TimersOutsideTheLoop):
             return
         limit = self.timeout if self.timeout is not None else rt.ask_timeout_s
         horizon = self.clock.now() + limit
         real_deadline = time.monotonic() + limit
         while not all(f.done() for f in futures) and time.monotonic() < real_deadline:
             due = rt.next_timer()
-            if rt.is_quiescent() and due is not None and due <= horizon:
+            # done is asked again after quiescence: an op may have completed while it was judged
+            if rt.is_quiescent() and due is not None and due <= horizon and not all(f.done() for f in futures):
                 self.clock.set(max(self.clock.now(), due))
             time.sleep(0.001)
 

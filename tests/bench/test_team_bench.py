@@ -27,7 +27,9 @@ def test_one_size_reports_figures_that_add_up() -> None:
     assert latency["context"]["count"] == latency["turn"]["count"] == 10
     assert latency["lock"]["count"] == latency["unlock"]["count"] == 2
     assert all(0 < op["p50_us"] <= op["p99_us"] for op in latency.values())
-    assert figures["throughput_ops_s"] == pytest.approx(figures["ops"] / figures["wall_s"], rel=0.01)
+    # wall_s is rounded to the millisecond: the rate lies within what that rounding allows
+    wall = figures["wall_s"]
+    assert figures["ops"] / (wall + 0.0005) - 0.05 <= figures["throughput_ops_s"] <= figures["ops"] / (wall - 0.0005) + 0.05
     # CA and AA read lines DA and CA keep rewriting: misses, so protocol messages
     assert figures["messages"] > 0
     assert figures["messages_per_op"] == round(figures["messages"] / figures["ops"], 2)

@@ -19,12 +19,17 @@ from gliding_actors.coherence._states import ProtocolError
 from gliding_actors.runtime import BACKENDS, Simulator
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=[(b, sharded) for b in BACKENDS for sharded in (False, True)], ids=lambda p: f"{p[0]}-{'sharded' if p[1] else 'one'}-l0")
 def memory(request: pytest.FixtureRequest) -> Iterator[MemorySystem]:
+    """Both runtimes, and L0 as one store or one per shard (``l0.sharded``, as on Ray)."""
+    backend, sharded = request.param
     system = MemorySystem.open(
-        runtime=request.param,
+        runtime=backend,
         clock=VirtualClock(),
-        config={"coherence": {"directory_shards": 2, "critical_tags": ["confirmed_fact"]}},
+        config={
+            "coherence": {"directory_shards": 2, "critical_tags": ["confirmed_fact"]},
+            "l0": {"sharded": sharded},
+        },
     )
     yield system
     system.close(flush=False)  # a no-op after crash_process, which closed it
@@ -102,6 +107,24 @@ def test_one_shard_can_crash_alone(memory: MemorySystem) -> None:
     for i in range(6):
         assert memory.inspect(f"plan:{i}", timeout=5.0)["owner"] == "pa"
         assert pa.read(f"plan:{i}")["messages"] == 0
+
+
+def test_a_rebuilt_shard_takes_a_census_of_the_caches_that_talked_to_it_and_only_them() -> None:
+    """The census list is the home's, not the system's roster: a shard in another
+    process cannot read the driver's agent list, and needs only caches that hold its lines."""
+    with MemorySystem.open(runtime="sim", clock=VirtualClock(), config={"coherence": {"directory_shards": 2}}) as memory:
+        rt = memory.runtime
+        assert isinstance(rt, Simulator)
+        da = memory.agent("da", "DA")
+        memory.agent("idle", "DA")
+        iri = next(f"plan:{i}" for i in range(50) if memory.directory_for(f"plan:{i}") == "dir:0")
+        da.write(iri, {"i": 1})
+        mark = len(rt.log)
+        memory.crash("dir:0", timeout=5.0)
+        asked = sorted(e.dst for e in rt.log[mark:] if e.kind == "deliver" and e.message.get("t") == "Census")
+        assert asked == ["cache:da"]
+        assert memory.inspect(iri, timeout=5.0)["owner"] == "da"
+        assert da.read(iri)["value"] == {"i": 1}
 
 
 def test_a_process_crash_keeps_what_was_durable_and_lists_the_rest(memory: MemorySystem) -> None:

@@ -131,8 +131,8 @@ def test_open_refuses_bad_arguments() -> None:
         MemorySystem.open(runtime="carrier-pigeon")
     with pytest.raises(InvalidInput, match="unknown config key"):
         MemorySystem.open(config={"nope": 1})
-    with pytest.raises(InvalidInput, match="ray"):
-        MemorySystem.open(runtime="ray")
+    with pytest.raises(InvalidInput, match="address names a Ray cluster"):
+        MemorySystem.open(runtime="threads", address="127.0.0.1:6379")
 
 
 def test_an_integer_beyond_64_bits_is_refused_before_anything_is_sent() -> None:

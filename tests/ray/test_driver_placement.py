@@ -1,10 +1,12 @@
-"""Actors hosted in the driver on Ray (``placement=IN_DRIVER``, runtime/_ray_driver.py).
+"""Actors hosted in the driver on Ray (``placement=IN_DRIVER`` / ``DRIVER_ONLY``, runtime/_ray_driver.py).
 
 The contract tests (test_runtime_ray.py) run once with their receivers in
 the driver; these pin what is particular to it: the actor really runs in
 this process, the cluster reaches it by name through its relay (an ask from
 another driver included), it hears of a lost peer, names stay unique across
-both kinds of host, and nothing it adds leaves loopback.
+both kinds of host, and nothing it adds leaves loopback; a ``DRIVER_ONLY``
+actor has no relay; quiescence counts every pair; a VirtualClock drives the
+driver-hosted actors' timers.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import ActorUnavailable, ConflictError, InvalidInput
-from gliding_actors.runtime import IN_DRIVER, RUNTIME_SENDER, Context
+from gliding_actors.runtime import DRIVER_ONLY, IN_DRIVER, RUNTIME_SENDER, Context
 from gliding_actors.runtime._ray import RayRuntime, decode_reply
 from gliding_actors.runtime._ray_cluster import LocalRayCluster, foreign_sockets
 from gliding_actors.runtime._ray_wire import pack
@@ -49,6 +52,16 @@ class Where:
             return None
         if message == "refuse":
             raise ConflictError("refused")
+        if isinstance(message, dict) and message.get("t") == "later":
+            ctx.schedule(float(message["after"]), {"t": "tick"})
+            return None
+        if isinstance(message, dict) and message.get("t") == "bounce":
+            # a chain of messages between two actors: quiescence must wait for all of them
+            if message["left"] > 0:
+                ctx.send(message["to"], {"t": "bounce", "to": ctx.name, "left": message["left"] - 1})
+            else:
+                self.seen.append("bounced")
+            return None
         self.seen.append({"from": ctx.sender, "message": message})
         return None
 
@@ -66,7 +79,7 @@ def rt(ray_cluster: LocalRayCluster) -> Iterator[RayRuntime]:
 @pytest.fixture(autouse=True)
 def _stop_spawned(rt: RayRuntime) -> Iterator[None]:
     yield
-    for name in ("home", "away", "other"):
+    for name in ("home", "away", "other", "quiet"):
         rt.stop(name)
 
 
@@ -153,3 +166,48 @@ def test_relays_stay_on_loopback(
     rt.lookup("away").tell({"t": "to", "to": "home", "what": 1})
     eventually(lambda: len(rt.lookup("home").ask("seen").get(20)) == 1)
     assert foreign_sockets(ray_cluster.pids()) == []
+
+
+def test_a_driver_only_actor_has_no_relay_and_the_cluster_cannot_reach_it(
+    rt: RayRuntime, eventually: Callable[..., None]
+) -> None:
+    quiet = rt.spawn("quiet", Where, placement=DRIVER_ONLY)
+    home = rt.spawn("home", Where, placement=IN_DRIVER)
+    away = rt.spawn("away", Where)
+    assert quiet.ask("pid").get(20) == os.getpid()
+    assert _no_actor_named("quiet", rt.namespace)  # no Ray actor (relay) under its name
+    home.tell({"t": "to", "to": "quiet", "what": "from the driver"})  # driver-hosted actors reach it
+    eventually(lambda: quiet.ask("seen").get(20) == [{"from": "home", "message": "from the driver"}])
+    away.tell({"t": "to", "to": "quiet", "what": "from the cluster"})  # a dead letter
+    eventually(lambda: rt.status("away")["dead_letters"] == 1)
+    assert quiet.ask("seen").get(20) == [{"from": "home", "message": "from the driver"}]
+    rt.stop("quiet")
+    with pytest.raises(ActorUnavailable):
+        rt.lookup("quiet")
+
+
+def test_wait_quiescent_waits_for_a_chain_of_messages_between_processes(rt: RayRuntime) -> None:
+    home = rt.spawn("home", Where, placement=IN_DRIVER)
+    rt.spawn("away", Where)
+    home.tell({"t": "bounce", "to": "away", "left": 41})  # 41 hops between the driver and the cluster
+    rt.wait_quiescent(30.0)
+    seen = home.ask("seen").get(20) + rt.lookup("away").ask("seen").get(20)
+    assert seen.count("bounced") == 1
+    assert rt.is_quiescent()
+
+
+def test_driver_hosted_timers_follow_a_virtual_clock(ray_cluster: LocalRayCluster) -> None:
+    clock = VirtualClock()
+    runtime = RayRuntime(ray_cluster.address, clock=clock, ask_timeout_s=30.0, monitor_s=0)
+    try:
+        ticker = runtime.spawn("ticker", Where, placement=DRIVER_ONLY)
+        ticker.ask({"t": "later", "after": 5.0}).get(20)
+        assert runtime.next_timer() == clock.now() + 5.0
+        runtime.wait_quiescent(10.0)
+        assert ticker.ask("seen").get(20) == []  # real time passes, virtual time does not
+        clock.advance(5.0)
+        runtime.wait_quiescent(10.0)
+        assert ticker.ask("seen").get(20) == [{"from": None, "message": {"t": "tick"}}]
+        assert runtime.next_timer() is None
+    finally:
+        runtime.shutdown()
