@@ -352,6 +352,8 @@ class DirectoryActor:
         self._held_back: list[tuple[str | None, Any, ReplyToken | None]] = []
         #: copies the last rebuild could not place (transient at the crash)
         self.recovery_notes: list[str] = []
+        #: the home's queue of graph puts (None: the home writes the graph itself)
+        self._outbox = home.graph_outbox
         #: fences to send behind this handler's puts, and the answers waiting on each
         self._fences: list[int] = []
         self._fenced: dict[int, tuple[ReplyToken, Any]] = {}
@@ -408,7 +410,7 @@ class DirectoryActor:
 
     def _ship_graph(self, ctx: Context) -> None:
         """Send the home's queued graph puts, then the fences behind them (one pair: FIFO)."""
-        outbox = self.home.graph_outbox
+        outbox = self._outbox
         if outbox is None:
             return
         if len(outbox):
@@ -424,7 +426,7 @@ class DirectoryActor:
         kind = message.get("t") if isinstance(message, dict) else None
         if kind == "ready":
             answer = {"notes": list(self.recovery_notes)}
-            if self.home.graph_outbox is None:
+            if self._outbox is None:
                 return answer
             # Ready means the graph holds what this shard took home (on open: its whole L0).
             self._after_fence(token if token is not None else ctx.defer_reply(), answer)
@@ -524,7 +526,7 @@ class DirectoryActor:
     def _recalled(self, ack: Msg, ctx: Context) -> None:
         token, then_flush, iris = self._waiting.pop(ack["rid"])
         answer = self.home.flush(iris, mark=ack["rid"]) if then_flush else list(ack["iris"])
-        if self.home.graph_outbox is None:
+        if self._outbox is None:
             ctx.resolve(token, answer)  # the graph was written inside the handlers that stored
             return
         # The graph must hold every put this shard sent before the answer (the barrier).

@@ -19,6 +19,10 @@ touch Ray.
 If the relay's process dies the actor can no longer be reached from the
 cluster; the driver's node is the one whose loss ends the driver too, so
 this is not recovered.
+
+``placement=DRIVER_ONLY`` is the same host without a relay (and without the
+poller): reachable from the driver and its hosted actors only, for a service
+nothing on the cluster sends to, at the cost of no Ray worker process.
 """
 
 from __future__ import annotations
