@@ -468,6 +468,12 @@ class MemorySystem:
         return directory_shard(iri, self.directories)
 
     @property
+    def graph_lock(self) -> threading.Lock:
+        """The lock every writer of :attr:`graph` holds; a reader of its listings
+        (``lines()``, ``graphs()``, ``quads_of`` across lines) takes it too."""
+        return self._graph_lock
+
+    @property
     def l0(self) -> L0Store:
         """The durable store (reads are safe from any thread): every line and L1's archives,
         or with ``l0.sharded`` the archives only (see :meth:`line_store`)."""
@@ -539,6 +545,21 @@ class MemorySystem:
         from gliding_actors.metrics._stats import collect
 
         return collect(self, timeout=timeout)
+
+    def tallies_elsewhere(self, *, timeout: float | None = None) -> dict[str, dict[str, dict[str, int]]]:
+        """What the directory shards running in other processes (on Ray) counted:
+        ``{shard: {"sent", "writes"}}``, asked of each; empty when every shard
+        counts in this process. A shard not running is left out."""
+        if not self._nodes:
+            return {}
+        rt = self._runtime
+        found: dict[str, dict[str, dict[str, int]]] = {}
+        for name in self.directories:
+            try:
+                found[name] = rt.lookup(name).ask({"t": "tally"}).get(timeout)
+            except ActorUnavailable:
+                continue
+        return found
 
     def l2_stats(self, *, timeout: float | None = None) -> dict[str, L2Stats]:
         """Each directory shard's L2 node map: capacity, size and counters (``LayeredHome.stats``).

@@ -307,6 +307,7 @@ class DirectoryActor:
     then write down to L0 every line newer at home than in L0; answers the
     IRIs written; ``{"t": "ready"}`` → ``{"notes": [...]}`` once recovered;
     ``{"t": "l2.stats"}`` → the home's :meth:`LayeredHome.stats` (never waits);
+    ``{"t": "tally"}`` → ``{"sent", "writes"}``, what this shard counted (never waits);
     ``{"t": "l2.dirty"}`` → ``[[iri, version]]`` newer at home than in L0;
     ``{"t": "l0.versions", "iris": [...]}`` → ``{iri: version in L0}``;
     ``{"t": "l2.versions", "iris": [...]}`` → ``{iri: version at home}`` (L2, else L0);
@@ -439,6 +440,8 @@ class DirectoryActor:
             return found
         if kind == "l2.stats":
             return dict(self.home.stats())
+        if kind == "tally":
+            return {"sent": dict(self._tally.sent), "writes": dict(self._tally.writes)}
         if kind == "l2.dirty":
             return [[iri, self.home.version_of(iri)] for iri in self.home.dirty()]
         if kind in ("l0.versions", "l2.versions"):
@@ -508,7 +511,7 @@ class DirectoryActor:
                 self._recovered(ctx)
             return None
         if src is None:
-            if kind in ("inspect", "l2.stats"):  # inspection never waits: it shows the recovery
+            if kind in ("inspect", "l2.stats", "tally"):  # inspection never waits: it shows the recovery
                 return self._request(message, ctx, None)
             self._held_back.append((None, message, ctx.defer_reply()))
             return DEFERRED

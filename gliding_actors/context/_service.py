@@ -306,7 +306,7 @@ class ContextService:
         out: set[str] = set()
         may_read_here = role == "system" or system.may_read(role, iri)
         graphs = None if role == "system" else system.readable_graphs(role)  # takes the graph lock itself
-        with system._graph_lock:
+        with system.graph_lock:
             if may_read_here:
                 for quad in system.graph.quads_of(iri):
                     obj = quad.object

@@ -416,7 +416,7 @@ class HyperspaceService:
         engine = self.engine
         seen: set[str] = set()
         system = self._system
-        with system._graph_lock:
+        with system.graph_lock:
             lines = [(n.iri, n.version, n.value) for n in system.graph.lines() if n.value is not None]
         archives = [(e.iri, e.version, e.content) for e in system.l0.query(prefix=ARCHIVE_PREFIX)]
         for iri, version, content in [*lines, *archives]:

@@ -34,7 +34,7 @@ import collections
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -296,21 +296,26 @@ class SystemCounters:
         with self._lock:
             return dict(self._actors)
 
-    def coherence(self) -> dict[str, Any]:
-        """The coherence section of ``stats()``: reads per agent and in total, messages, writes."""
+    def coherence(self, elsewhere: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None) -> dict[str, Any]:
+        """The coherence section of ``stats()``: reads per agent and in total, messages, writes.
+
+        ``elsewhere``: ``{actor: {"sent", "writes"}}`` of actors that count in
+        another process (directory shards on Ray), added to this process's tallies.
+        """
         per_agent = {agent: c.snapshot() for agent, c in sorted(self.agents().items())}
         keys = ("reads", "hits", "board_hits", "local_hits", "misses", "fills", "tokens_saved", "tokens_fetched")
         total = {k: sum(a[k] for a in per_agent.values()) for k in keys}
         messages: dict[str, int] = {}
         writes: dict[str, int] = {"write_back": 0, "write_through": 0}
         evictions = 0
-        for name, tally in sorted(self.actors().items()):
-            sent = dict(tally.sent)  # a C-level copy: atomic under the GIL
+        counted = [(name, dict(t.sent), dict(t.writes)) for name, t in sorted(self.actors().items())]  # C-level copies
+        counted += [(name, dict(t["sent"]), dict(t["writes"])) for name, t in sorted((elsewhere or {}).items())]
+        for name, sent, written in counted:
             for kind, n in sent.items():
                 messages[kind] = messages.get(kind, 0) + n
             if name.startswith("cache:"):
                 evictions += sum(sent.get(k, 0) for k in ("PutS", "PutE", "PutM"))
-            for policy, n in dict(tally.writes).items():
+            for policy, n in written.items():
                 writes[policy] = writes.get(policy, 0) + n
         return {
             "agents": per_agent,

@@ -94,7 +94,7 @@ def _l2(system: MemorySystem, timeout: float | None) -> dict[str, Any]:
 def collect(system: MemorySystem, *, timeout: float | None = None) -> dict[str, Any]:
     """Every layer's figures now (see docs/METRICS.md for each key)."""
     counters = system.counters
-    coherence = counters.coherence()
+    coherence = counters.coherence(system.tallies_elsewhere(timeout=timeout))
     l3 = system.l3.stats()
     hyperspace = system.hyperspace.stats()
     context = system.context.stats()

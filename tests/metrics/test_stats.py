@@ -58,6 +58,20 @@ def test_hits_misses_tokens_and_messages_are_exact(memory: MemorySystem) -> None
     assert tokens["naive"] == tokens["saved"] + tokens["fetched"]
 
 
+def test_a_shard_answers_its_tally_and_counts_from_elsewhere_are_added(memory: MemorySystem) -> None:
+    """What a shard in another process (Ray) reports: here the same tally the system reads itself."""
+    pa, ca = memory.agent("pa", "PA"), memory.agent("ca", "CA")
+    pa.write("plan:auth", PLAN, tags=["confirmed_fact"])
+    ca.read("plan:auth")
+    tally = memory.runtime.lookup("dir:0").ask({"t": "tally"}).get(5.0)
+    assert tally["sent"] == memory.counters.actor("dir:0").sent and tally["sent"]["WT-Ack"] == 1
+    assert memory.tallies_elsewhere() == {}  # every shard counts in this process
+    here = memory.counters.coherence()
+    both = memory.counters.coherence({"dir:9": {"sent": {"WT-Ack": 2, "Inv": 1}, "writes": {}}})
+    assert both["messages"]["WT-Ack"] == here["messages"]["WT-Ack"] + 2
+    assert both["messages_total"] == here["messages_total"] + 3
+
+
 def test_a_hit_is_counted_without_any_message(memory: MemorySystem) -> None:
     agent = memory.agent("a", "DA")
     agent.write("artifact:x", {"n": 1}, graph="execution")
