@@ -10,6 +10,9 @@ is told about loopback only, and the ``ss`` check runs after the suites.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -103,3 +106,15 @@ def test_the_scenario_suite_passes_with_runtime_ray(
 
 def test_no_socket_left_loopback_after_the_suites(ray_cluster: LocalRayCluster, ray_driver: RayConnection) -> None:
     assert foreign_sockets(ray_cluster.pids()) == []
+
+
+def test_the_cli_joins_a_cluster_by_address_in_a_fresh_process(ray_cluster: LocalRayCluster) -> None:
+    """``replay --runtime ray --ray-address`` as a user runs it: its own interpreter, its own
+    driver connection (this test process already has one), joined to the module's cluster."""
+    scenario = REPO / "scenarios" / "coherence" / "three_writers.yaml"
+    command = [sys.executable, "-m", "gliding_actors.cli", "replay", str(scenario), "--runtime", "ray"]
+    command += ["--ray-address", ray_cluster.address, "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["ok"] and [run["runtime"] for run in report["runs"]] == ["ray"]

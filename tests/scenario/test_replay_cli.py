@@ -14,8 +14,8 @@ from gliding_actors.cli import main
 from gliding_actors.errors import ConflictError
 from gliding_actors.runtime import DEFERRED, CompletedFuture, Context
 from gliding_actors.scenario import load_scenario, replay
-from gliding_actors.scenario._opspecs import OpSpec, register_op_spec
 from gliding_actors.scenario._ops import ReplayWorld, implements
+from gliding_actors.scenario._opspecs import OpSpec, register_op_spec
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "scenarios" / "demo" / "pdca_coordination.yaml"
@@ -192,6 +192,11 @@ def test_record_writes_one_json_line_per_op(tmp_path: Path) -> None:
 
 def test_threads_runtime_replays_the_same_file(tmp_path: Path) -> None:
     assert main(["replay", str(write(tmp_path, GOOD)), "--runtime", "threads", "--seeds", "0..2"]) == 0
+
+
+def test_a_ray_address_without_the_ray_runtime_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(write(tmp_path, GOOD)), "--ray-address", "127.0.0.1:6379"]) == 2
+    assert "--ray-address needs --runtime ray" in capsys.readouterr().err
 
 
 def test_demo_scenario_passes_on_many_seeds_and_both_runtimes() -> None:
