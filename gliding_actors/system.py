@@ -95,8 +95,8 @@ def _recorded_shards(path: Path) -> int | None:
         raise StorageError(f"cannot read the L0 layout {layout}: {exc}") from exc
 
 
-def _check_l0_layout(path: Path, config: Config) -> None:
-    """Refuse to open a sharded L0 in another layout than it was created with.
+def _check_l0_layout(path: Path, config: Config) -> int | None:
+    """Refuse to open a sharded L0 in another layout than it was created with; the recorded shard count.
 
     A line's shard is a hash of its IRI over the shard count, so a sharded L0
     reopened with another count, or as one L0, would not find its lines.
@@ -104,7 +104,7 @@ def _check_l0_layout(path: Path, config: Config) -> None:
     """
     recorded = _recorded_shards(path)
     if recorded is None:
-        return
+        return None
     if not config.l0.sharded:
         raise InvalidInput(
             f"{path} keeps its lines in a sharded L0 ({recorded} shards): open it with "
@@ -115,11 +115,12 @@ def _check_l0_layout(path: Path, config: Config) -> None:
             f"{path} keeps its lines in {recorded} L0 shards, not {config.coherence.directory_shards}: open it "
             f"with coherence.directory_shards {recorded} (a line's shard is a hash of its IRI)"
         )
+    return recorded
 
 
-def _record_l0_layout(path: Path, config: Config, l0: L0Store) -> None:
+def _record_l0_layout(path: Path, config: Config, l0: L0Store, recorded: int | None) -> None:
     """A new sharded L0 records its shard count; one L0 that holds lines is not opened sharded."""
-    if not config.l0.sharded or _recorded_shards(path) is not None:
+    if not config.l0.sharded or recorded is not None:
         return
     if any(not is_archive_iri(iri) for iri in l0.query_iris()):
         raise InvalidInput(f"{path} keeps its lines in one L0: open it with l0.sharded false")
@@ -143,10 +144,10 @@ class MemorySystem:
         self._closed = False
         #: writes every agent-level op to a trace when opened with ``record=`` (docs/RECORDING.md)
         self._recorder: Recorder | None = None
-        _check_l0_layout(path, config)
+        recorded = _check_l0_layout(path, config)
         self._l0 = L0Store(str(path / "l0"), clock=runtime.clock, config=config.l0)
         try:
-            _record_l0_layout(path, config, self._l0)
+            _record_l0_layout(path, config, self._l0, recorded)
         except BaseException:
             self._l0.close()
             raise

@@ -165,9 +165,8 @@ class Framer:
                 self._counter,
             )
             reply: dict[str, Any] = {"t": FRAMED, "id": job, "ok": True, "value": value}
-        except GlidingError as exc:
-            reply = {"t": FRAMED, "id": job, "ok": False, "error": [type(exc).__name__, str(exc)]}
         except Exception as exc:  # noqa: BLE001 - answered, not crashed: its worker's caller must not hang
+            # a GlidingError keeps its class on the worker's side; anything else becomes ActorCrashed
             reply = {"t": FRAMED, "id": job, "ok": False, "error": [type(exc).__name__, str(exc)]}
         ctx.send(ctx.sender, reply)
         return None
