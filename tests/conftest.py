@@ -14,7 +14,6 @@ from gliding_actors.clock import VirtualClock
 from gliding_actors.runtime import BACKENDS, Runtime, create_runtime
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
 
 # No per-example deadline: the machines are shared and noisy. Long property runs
 # are separate tests marked `slow` (deselected by default; `pytest -m slow`).
