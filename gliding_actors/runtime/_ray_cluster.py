@@ -1,7 +1,7 @@
 """A real multi-node Ray cluster on loopback, started and stopped by process id.
 
-Issue 12's tests need two Ray nodes on this machine that talk only over
-addresses we chose. Four things in Ray 2.60 stand in the way, and this module
+The Ray tests, ``bench scaling`` and ``replay --runtime ray`` without an
+address need Ray nodes on this machine that talk only over addresses we chose. Four things in Ray 2.60 stand in the way, and this module
 is the answer to each:
 
 * **Ray rewrites 127.0.0.1.** On Linux ``ray start --node-ip-address=127.0.0.1``
@@ -80,6 +80,7 @@ __all__ = [
     "parse_proc_net",
     "parse_ss",
     "pin_loopback",
+    "ray_client_installed",
     "unpin_loopback",
 ]
 
@@ -93,7 +94,9 @@ LOOPBACK: tuple[str, ...] = ("127.0.0.1", "::1")
 #: the identity, ``get_node_ip_address`` that address instead of a UDP probe of
 #: 8.8.8.8) and to allow joining a cluster although the node's environment has
 #: ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (which makes every *other* Ray process
-#: of the node take 127.0.0.1 for its own address instead of probing). The
+#: of the node take 127.0.0.1 for its own address instead of probing). When
+#: ``ray start`` fails, its traceback is printed before the child leaves, so it
+#: reaches the node's log and the error :class:`LocalRayCluster` raises. The
 #: parent (the process we start and reap) is a child subreaper that forwards
 #: SIGTERM/SIGINT to ``ray start`` and reaps every process of the node orphaned
 #: below it, so stopping a node leaves no zombie for an init that may never
@@ -109,12 +112,25 @@ if child == 0:
     services.resolve_ip_for_localhost = lambda address: address
     services.get_node_ip_address = lambda address=None: host
     ray_constants.ENABLE_RAY_CLUSTER = True  # or `ray start --address` refuses to join
-    from ray.scripts.scripts import main
+    import traceback
     sys.argv = ["ray", *sys.argv[1:]]
+    status = 1
     try:
+        from ray.scripts.scripts import main
         main()
+        status = 0
+    except SystemExit as exc:  # click's exit, with a message already printed for usage errors
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()  # the reason a node did not start: it reaches the node's log
     finally:
-        os._exit(1)
+        # a forked child leaves without the parent's atexit handlers and buffers,
+        # after writing out its own
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
 def forward(sig, frame):
     try:
         os.kill(child, sig)
@@ -190,6 +206,8 @@ class NodePorts:
     ``gcs``, ``ray_client_server``, ``dashboard``, ``autoscaler_metrics`` and
     ``dashboard_metrics`` are the head's only (0 on other nodes). Workers (and
     the driver, on the head) each bind one port of ``min_worker..max_worker``.
+    ``ray_client_server`` is 0 also when Ray Client (``ray[client]``) is not
+    installed: then ``ray start`` runs no client server, and refuses the flag.
     """
 
     node_manager: int
@@ -236,11 +254,9 @@ class NodePorts:
             f"--max-worker-port={self.max_worker}",
         ]
         if self.gcs:
-            out += [
-                f"--port={self.gcs}",
-                f"--ray-client-server-port={self.ray_client_server}",
-                f"--dashboard-port={self.dashboard}",
-            ]
+            out += [f"--port={self.gcs}", f"--dashboard-port={self.dashboard}"]
+        if self.ray_client_server:
+            out.append(f"--ray-client-server-port={self.ray_client_server}")
         return out
 
     def env(self) -> dict[str, str]:
@@ -289,8 +305,26 @@ def _free_block(host: str, size: int, rng: random.Random, attempts: int = 200) -
     raise Timeout(f"found no {size} consecutive free ports on {host} in {attempts} tries")
 
 
-def _plan_ports(base: int, nodes: int, worker_ports: int) -> list[NodePorts]:
-    """Carve the block at ``base`` into each node's ports (head first)."""
+def ray_client_installed() -> bool:
+    """Whether this environment has Ray Client (``ray[client]``), asked as Ray asks.
+
+    Nothing here uses Ray Client (drivers join by the GCS address), but where
+    it is installed the head starts its server anyway, on 10001 unless told
+    otherwise, so the harness pins that port too; where it is not, Ray refuses
+    the port flag.
+    """
+    utils = importlib.import_module("ray._private.utils")
+    return utils.get_ray_client_dependency_error() is None
+
+
+def _plan_ports(
+    base: int, nodes: int, worker_ports: int, *, ray_client: bool = True
+) -> list[NodePorts]:
+    """Carve the block at ``base`` into each node's ports (head first).
+
+    The head's block always holds a Ray Client port, so the layout does not
+    depend on what is installed; without ``ray_client`` it is left unused.
+    """
     out: list[NodePorts] = []
     p = base
     for i in range(nodes):
@@ -313,6 +347,8 @@ def _plan_ports(base: int, nodes: int, worker_ports: int) -> list[NodePorts]:
                 "dashboard_metrics",
             )
             head = {name: p + k for k, name in enumerate(names)}
+            if not ray_client:
+                head["ray_client_server"] = 0
             p += _HEAD_EXTRA_PORTS
         out.append(NodePorts(**fixed, min_worker=p, max_worker=p + worker_ports - 1, **head))
         p += worker_ports
@@ -379,7 +415,12 @@ class LocalRayCluster:
     start; ``worker_ports_per_node`` is how many worker processes a node may run
     at once (each Ray actor is one). ``env`` adds to every node's environment,
     e.g. ``{"RAY_health_check_period_ms": "500"}`` to notice a dead node sooner.
+    ``ray_start_args`` are added to every node's ``ray start`` command, after
+    the harness's own flags (e.g. ``["--resources={\"gpu_like\": 1}"]``).
     ``clock`` times the waits (injected; the system clock by default).
+
+    A node that exits while starting raises :class:`ActorUnavailable` with the
+    end of its ``ray start`` output, Ray's traceback included.
     """
 
     def __init__(
@@ -396,6 +437,7 @@ class LocalRayCluster:
         env: dict[str, str] | None = None,
         clock: Clock | None = None,
         seed: int | None = None,
+        ray_start_args: Sequence[str] = (),
     ) -> None:
         if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
             raise InvalidInput(f"nodes must be an int >= 1, not {nodes!r}", path=("nodes",))
@@ -432,6 +474,13 @@ class LocalRayCluster:
             raise InvalidInput(
                 "worker_ports_per_node must be an int >= 4", path=("worker_ports_per_node",)
             )
+        if isinstance(ray_start_args, str) or not all(
+            isinstance(arg, str) for arg in ray_start_args
+        ):
+            raise InvalidInput(
+                f"ray_start_args must be a sequence of strings, not {ray_start_args!r}",
+                path=("ray_start_args",),
+            )
         parent = Path(temp_dir) if temp_dir is not None else Path("/tmp")
         if not parent.is_dir():
             raise InvalidInput(f"temp_dir {str(parent)!r} is not a directory", path=("temp_dir",))
@@ -452,6 +501,7 @@ class LocalRayCluster:
         self._worker_ports = worker_ports_per_node
         self._grace_s = float(stop_grace_s)
         self._extra_env = dict(env or {})
+        self._ray_start_args = list(ray_start_args)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._rng = random.Random(seed)
         self._nodes: list[_Node] = []
@@ -496,7 +546,10 @@ class LocalRayCluster:
             per_node = _NODE_FIXED_PORTS + self._worker_ports
             size = per_node * self.nodes_wanted + _HEAD_EXTRA_PORTS
             plan = _plan_ports(
-                _free_block(self.host, size, self._rng), self.nodes_wanted, self._worker_ports
+                _free_block(self.host, size, self._rng),
+                self.nodes_wanted,
+                self._worker_ports,
+                ray_client=ray_client_installed(),
             )
             self._nodes.append(self._launch(0, plan[0]))
             self._wait_port(self._nodes[0], plan[0].gcs, deadline)
@@ -571,7 +624,7 @@ class LocalRayCluster:
             recorded = [(pid, start) for node in self._nodes for pid, start in node.seen.items()]
         return sorted(pid for pid, start in recorded if _running(pid, start))
 
-    def log_tail(self, index: int, lines: int = 20) -> str:
+    def log_tail(self, index: int, lines: int = 40) -> str:
         """The end of node ``index``'s ``ray start`` output (for error messages)."""
         node = self._node(index)
         try:
@@ -653,6 +706,7 @@ class LocalRayCluster:
             args += ["--head", f"--dashboard-host={self.host}", "--include-dashboard=false"]
         else:
             args += [f"--address={self.address}"]
+        args += self._ray_start_args
         with log.open("wb") as out:
             proc = subprocess.Popen(
                 args,
@@ -1154,8 +1208,9 @@ def foreign_sockets(
 ) -> list[str]:
     """Every TCP/UDP socket of ``pids`` (and this process) not on an ``allowed`` address.
 
-    Asks ``ss -tunapH`` (the issue's check); when ``ss`` is missing or shows no
-    owning processes (not root), reads /proc/net and each pid's fds instead.
+    Asks ``ss -tunapH`` (every socket with its owning processes); when ``ss``
+    is missing or shows no owners (not root), reads /proc/net and each pid's
+    fds instead.
     ``runner`` replaces running ``ss`` (it gets the argv, returns the output).
     """
     wanted = set(pids)

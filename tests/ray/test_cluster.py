@@ -1,4 +1,4 @@
-"""The loopback Ray cluster harness (issue 12): started and stopped by process id.
+"""The loopback Ray cluster harness: started and stopped by process id.
 
 Two kinds of tests. Unmarked ones need no Ray processes and run in the default
 suite: the ``ss`` and /proc socket parsers on canned and live sockets, the port
@@ -11,17 +11,20 @@ killed, then the whole cluster stopped), and each also holds on its own.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import ActorUnavailable, InvalidInput
 from gliding_actors.runtime import _ray_cluster as rc
 from gliding_actors.runtime._ray_cluster import (
     LocalRayCluster,
@@ -191,6 +194,17 @@ def test_the_port_plan_gives_every_node_its_own_pinned_ports() -> None:
     assert "--port=" not in " ".join(other.flags())
 
 
+def test_without_ray_client_the_head_is_not_given_a_client_port() -> None:
+    # plain `pip install ray` has no Ray Client, and `ray start` refuses the flag
+    with_client = rc._plan_ports(20_000, 2, 8, ray_client=True)
+    without = rc._plan_ports(20_000, 2, 8, ray_client=False)
+    assert without[0].ray_client_server == 0
+    assert "--ray-client-server-port" not in " ".join(without[0].flags())
+    # every other port stays where it was: the layout does not depend on what is installed
+    assert dataclasses.replace(with_client[0], ray_client_server=0) == without[0]
+    assert with_client[1:] == without[1:]
+
+
 def _children() -> set[int]:
     me = os.getpid()
     return {pid for pid in rc._all_pids() if (rc._proc_stat(pid) or ("", 0, 0, 0, 0))[1] == me}
@@ -208,6 +222,8 @@ def _children() -> set[int]:
         {"timeout_s": 0},
         {"worker_ports_per_node": 1},
         {"temp_dir": "/does/not/exist"},
+        {"ray_start_args": "--num-gpus=1"},
+        {"ray_start_args": ["--num-gpus", 1]},
     ],
 )
 def test_bad_arguments_are_refused_and_nothing_is_started(
@@ -252,6 +268,31 @@ def test_connect_refuses_what_is_not_a_cluster_or_an_address() -> None:
 
 
 # --------------------------------------------------------------- on a real cluster
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize(
+    ("flag", "named"),
+    [
+        # refused by Ray itself, after parsing: a ValueError inside `ray start`
+        ("--min-worker-port=5", "min_worker_port"),
+        # refused by the command line parser
+        ("--no-such-flag", "--no-such-flag"),
+    ],
+)
+def test_a_node_that_fails_to_start_says_why(flag: str, named: str) -> None:
+    pytest.importorskip("ray")
+    before = _children()
+    parent = Path(tempfile.mkdtemp(prefix="g", dir="/tmp"))  # short: AF_UNIX paths below
+    try:
+        cluster = LocalRayCluster(nodes=1, temp_dir=parent, timeout_s=60.0, ray_start_args=[flag])
+        with pytest.raises(ActorUnavailable, match="exited during start") as info:
+            cluster.start()
+        assert named in str(info.value)
+        assert list(parent.iterdir()) == []  # the cluster's private folder is gone
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+    assert _children() <= before
 
 
 def _comm(pid: int) -> str:
