@@ -1,6 +1,7 @@
 """Scenario files (format v1): loading with positions, replay, expectations, invariants.
 
-See ``../shared/spec/SCENARIO_FORMAT.md`` (the contract) and docs/SCENARIOS.md.
+See docs/SCENARIO_FORMAT.md (the format reference, the contract) and docs/SCENARIOS.md
+(what this build adds).
 """
 
 from gliding_actors.scenario._loader import load_scenario, load_scenario_text
