@@ -796,7 +796,14 @@ class Agent:
     ) -> list[str]:
         """Compare turns to this query (cosine) instead of their given relevance; None clears it.
 
-        ``text`` needs an embedder (issue 8); returns the archive IRIs evicted.
+        Returns the archive IRIs evicted. ``text`` needs an embedder on the
+        agent's session, and the sessions :meth:`MemorySystem.agent` starts
+        have none (L1 is not connected to the vector engine), so ``text`` is
+        refused with :class:`~gliding_actors.errors.InvalidInput`: pass the
+        query's ``embedding`` instead, made with the same embedder as the
+        turns' embeddings (e.g. ``HashEmbedder().embed([text])[0].tolist()``
+        from :mod:`gliding_actors.hyperspace`). For recall by text,
+        :meth:`context` and :meth:`search` use the vector engine directly.
         """
         result: dict[str, Any] = self.submit_set_query(embedding, text=text).get(timeout)
         return list(result["evicted"])

@@ -1,6 +1,6 @@
 """The ``gliding-actors`` command line: replay, convert, demo, bench, skill.
 
-Exit codes of ``replay`` (a contract, see SCENARIO_FORMAT.md): 0 when every
+Exit codes of ``replay`` (a contract, see docs/SCENARIO_FORMAT.md): 0 when every
 expectation and invariant held for every seed, 1 on a failure, 2 when a file is
 invalid (printed as ``FILE:LINE:COL: what is wrong``).
 """
@@ -97,7 +97,16 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--only", default=None, metavar="A,B", help="all: run only these entries")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
-    bench.add_argument("--data", default=None, help="input data of a suite that reads some (context: a LoCoMo-format file)")
+    bench.add_argument(
+        "--data",
+        default=None,
+        metavar="FILE",
+        help=(
+            "context (required), all: a LoCoMo-format file. LoCoMo is not shipped (CC BY-NC 4.0, evaluation only):"
+            " download data/locomo10.json from https://github.com/snap-research/locomo (Maharana et al., ACL 2024,"
+            " arXiv:2402.17753); without it bench all skips the context entries"
+        ),
+    )
     bench.add_argument("--agents", type=int, default=None, metavar="N", help="profile: agents of the team workload")
     bench.add_argument("--ops", type=int, default=None, metavar="N", help="profile: ops of the team workload")
     bench.add_argument(

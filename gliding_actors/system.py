@@ -485,7 +485,7 @@ class MemorySystem:
 
         For readers in this process (invariant checks, tests): a shard's store
         is opened by the shard where it runs, and ``ActorUnavailable`` says it
-        is not here (not built yet, or in another process).
+        is not here (not opened yet, or in another process).
         """
         if not self._config.l0.sharded:
             return self._l0

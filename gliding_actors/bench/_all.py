@@ -1,4 +1,4 @@
-"""``gliding-actors bench all``: every suite of issue 14 in one run, one JSON report.
+"""``gliding-actors bench all``: every benchmark suite in one run, one JSON report.
 
 Users judge the system as a whole, so the whole thing is measured in one
 sitting, on one machine, and written down with that machine: the report says
@@ -11,9 +11,10 @@ makes it possible to tell.
 A suite that raises does not end the run: its error (type, message, the end of
 the traceback) is recorded in its place and the others go on; the command exits
 1 at the end so a script notices. A suite that cannot run here (no Ray for
-``scaling``, no LoCoMo file for ``context``, no ``embed`` extra for
-``context-onnx``) is recorded as ``{"skipped": reason}``: a skip is not a
-failure, and it is never silent.
+``scaling``; no ``--data FILE`` for ``context`` and ``context-onnx``, since
+LoCoMo is not shipped; no ``embed`` extra for ``context-onnx``) is recorded as
+``{"skipped": reason}``, the reason saying what is missing and where to get
+it: a skip is not a failure, and it is never silent.
 
 The report's shape (``docs/benchmarks.json`` is one)::
 
@@ -77,9 +78,9 @@ _OPTIONAL_PACKAGES = ("onnxruntime", "tokenizers", "tiktoken", "gensim", "matplo
 class Entry:
     """One line of the run: a suite with fixed options.
 
-    ``always_quick`` is for a suite the issue itself runs with ``--quick``
-    (reliability: its full sizes take about 40 minutes, the issue asks for the
-    five-minute run). ``skip_reason(options)`` — given the options the user
+    ``always_quick`` is for a suite whose figures are defined at its
+    ``--quick`` sizes (reliability: its full sizes take about 40 minutes, its
+    run-time target is the five-minute run). ``skip_reason(options)`` — given the options the user
     passed, before the entry's own are added — returns why the entry cannot run
     on this machine, or ``None``; it is asked before the suite is imported.
     """
@@ -92,11 +93,14 @@ class Entry:
 
 
 def _context_data(options: Mapping[str, Any]) -> str | None:
-    from gliding_actors.bench._context import DEFAULT_DATA
+    from gliding_actors.bench._context import LOCOMO_SOURCE
 
-    path = Path(options.get("data") or DEFAULT_DATA)
+    data = options.get("data")
+    if not data:
+        return f"no LoCoMo data given (bench all --data FILE). {LOCOMO_SOURCE}."
+    path = Path(data)
     if not path.is_file():
-        return f"no LoCoMo data at {path} (bench all --data FILE; see docs/CONTEXT.md)"
+        return f"no LoCoMo data at {path} (bench all --data FILE). {LOCOMO_SOURCE}."
     return None
 
 
@@ -114,7 +118,7 @@ def _context_onnx(options: Mapping[str, Any]) -> str | None:
 
 def _scaling(options: Mapping[str, Any]) -> str | None:
     if "scaling" not in SUITES:
-        return "no 'scaling' suite is registered in gliding_actors.bench.SUITES (issue 12, the Ray backend, adds it)"
+        return "no 'scaling' suite is registered in gliding_actors.bench.SUITES (it comes with the Ray backend)"
     try:
         importlib.import_module("ray")
     except ImportError as exc:
@@ -122,7 +126,7 @@ def _scaling(options: Mapping[str, Any]) -> str | None:
     return None
 
 
-#: every entry of issue 14, in the order they run: cheap layers first, the long replay last but one
+#: every entry of the report, in the order they run: cheap layers first, the long replay last but one
 ENTRIES: tuple[Entry, ...] = (
     Entry("runtime", "runtime"),
     Entry("l0", "l0"),

@@ -1,4 +1,4 @@
-"""``gliding-actors bench all`` and ``gliding-actors bench render``: the command-line half of issue 14's report.
+"""``gliding-actors bench all`` and ``gliding-actors bench render``: the command-line half of the benchmarks report.
 
 Kept out of :mod:`gliding_actors.cli` so that file only dispatches. Exit codes
 follow the rest of the CLI: 0 when every entry ran (or was skipped with a

@@ -1,6 +1,9 @@
 """``gliding-actors bench context --data FILE``: the agent's context on real conversations (LoCoMo).
 
-For each conversation of a LoCoMo-format file (docs/CONTEXT.md, "Evaluation"):
+The data is not shipped (:data:`LOCOMO_SOURCE` says where to get it and why):
+``--data`` is required, and without it the suite raises :class:`InvalidInput`
+naming the source. For each conversation of a LoCoMo-format file
+(docs/CONTEXT.md, "Evaluation on real conversations"):
 
 1. a **fresh memory** (threads runtime, default config, a temporary directory);
 2. every dialogue turn **archived to L0** as an L1 archive node of its
@@ -52,6 +55,7 @@ from gliding_actors.l1._tokens import TokenCounter, get_counter
 
 __all__ = [
     "BUDGETS",
+    "LOCOMO_SOURCE",
     "ConversationMemory",
     "LocomoConversation",
     "Question",
@@ -62,11 +66,17 @@ __all__ = [
     "run",
 ]
 
-#: the budgets of the issue
+#: the context budgets evaluated, in tokens (the targets are judged at 1,000)
 BUDGETS: tuple[int, ...] = (500, 1000, 2000)
 #: question categories scored (5, adversarial, has no evidence to find)
 CATEGORIES: tuple[int, ...] = (1, 2, 3, 4)
-DEFAULT_DATA = Path("../shared/data/locomo-dev.json")
+#: where a user gets the data: the project does not ship it (the licence
+#: allows evaluation, not redistribution with the project)
+LOCOMO_SOURCE = (
+    "LoCoMo is not shipped with gliding-actors (licence CC BY-NC 4.0, evaluation only): download data/locomo10.json"
+    " from the public LoCoMo repository, https://github.com/snap-research/locomo (Maharana et al., ACL 2024,"
+    " arXiv:2402.17753)"
+)
 
 _DIA = re.compile(r"^D(\d+):(\d+)$")
 
@@ -470,14 +480,19 @@ def _pct(sorted_ms: Sequence[float], q: float) -> float:
 
 
 def run(quick: bool = False, data: str | None = None, embedder: str | None = None) -> dict[str, Any]:
-    """The suite: ``data`` (default ``../shared/data/locomo-dev.json``); ``quick``: one conversation, 40 questions;
-    ``embedder``: the text embedder of the memory and of the fusion baseline (default: the library's)."""
+    """The suite: ``data`` a LoCoMo-format file (required; :data:`LOCOMO_SOURCE`); ``quick``: one conversation,
+    40 questions; ``embedder``: the text embedder of the memory and of the fusion baseline (default: the library's).
+
+    Without ``data``, or with a path that is not a file, :class:`InvalidInput` says where to get LoCoMo.
+    """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    path = Path(data) if data is not None else DEFAULT_DATA
+    if data is None:
+        raise InvalidInput(f"bench context needs LoCoMo data: --data FILE (e.g. --data locomo10.json). {LOCOMO_SOURCE}.")
+    path = Path(data)
     if not path.is_file():
-        raise InvalidInput(f"bench context needs LoCoMo data: --data FILE (no file at {path})")
+        raise InvalidInput(f"bench context needs LoCoMo data: no file at {path}. {LOCOMO_SOURCE}.")
     conversations = load_locomo(path)
     max_q = None
     if quick:

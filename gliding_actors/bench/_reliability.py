@@ -33,7 +33,7 @@ KILLS = (100, 200)
 FAULT_SEEDS = (200, 1000)
 FAULT_STEPS = (400, 1000)
 FUZZ_EXAMPLES = (2000, 20000)
-#: the load sizes; the full one is the issue's 64 agent threads x 10,000 ops on 1,000 lines (about 30 min here)
+#: the load sizes; the full one is 64 agent threads x 10,000 ops on 1,000 lines (about 30 min here)
 LOAD: tuple[LoadSize, LoadSize] = (LOAD_QUICK, LOAD_FULL)
 SEED = 20261130
 
@@ -120,7 +120,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     return _ordered(report)
 
 
-#: figures printed under their own name (the issue's); the rest are prefixed by their harness
+#: figures printed under their own name (the headline ones); the rest are prefixed by their harness
 _FAULT_TOP = frozenset({"faults_injected", "invariant_violations", "hung_ops"})
 _FUZZ_TOP = frozenset({"fuzz_inputs", "untyped_errors", "changed_on_refusal", "remote_fetches"})
 _LOAD_TOP = frozenset({"linearizable"})
@@ -140,6 +140,6 @@ _HEADLINE = (
 
 
 def _ordered(report: dict[str, Any]) -> dict[str, Any]:
-    """The issue's headline figures first, then the details in the order they were measured."""
+    """The headline figures first (those with a target), then the details in the order they were measured."""
     head = {k: report[k] for k in _HEADLINE if k in report}
     return head | {k: v for k, v in report.items() if k not in head}

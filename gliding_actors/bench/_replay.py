@@ -44,7 +44,7 @@ from gliding_actors.scenario._invariants import invariant
 
 __all__ = ["TARGET_SIM_EVENTS_PER_S", "make_scenario", "run", "time_replay"]
 
-#: issue 14's target for the simulator
+#: the replay target on the simulator (events/s; docs/BENCHMARKS.md)
 TARGET_SIM_EVENTS_PER_S = 20_000.0
 
 

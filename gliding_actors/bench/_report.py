@@ -4,7 +4,7 @@ Why generated: a hand-kept benchmarks page drifts — a figure gets updated in
 one table and not in the summary, a target is quietly dropped when it is not
 met, the machine it ran on is forgotten. Here every number on the page comes
 from one report (``docs/benchmarks.json``), every target comes from
-:mod:`gliding_actors.bench._targets` (the issues' words, declared once), and
+:mod:`gliding_actors.bench._targets` (declared once, for every suite), and
 "met" is decided by one rule for all of them. A figure the run did not produce
 is shown as *not measured*, a suite that could not run as *skipped* with its
 reason, a suite that raised as *error* with the message — none of them is left
@@ -208,7 +208,7 @@ def _figure_rows(entry: str, result: Any) -> list[list[str]]:
             target_text, met = "—", "—"
         else:
             key, target = found
-            target_text = f"{target.text()} (#{target.issue})"
+            target_text = target.text()
             met = _met_cell(judge(target, lookup(result, key), result))
         base_unit = figure.unit if figure.baseline_unit is None else figure.baseline_unit
         base_text = f"{figure.baseline_label}: {fmt(baseline, base_unit)}" if figure.baseline else "—"
@@ -254,7 +254,7 @@ def _glance_rows(report: Mapping[str, Any]) -> list[list[str]]:
                 found = lookup(record["result"], key)
                 value = fmt(found, _unit(entry, key))
                 met = _met_cell(judge(target, found, record["result"]))
-            rows.append([f"#{target.issue}", entry, f"{label} (`{key}`)", value, target.text(), met])
+            rows.append([entry, f"{label} (`{key}`)", value, target.text(), met])
     return rows
 
 
@@ -316,26 +316,24 @@ def _header(report: Mapping[str, Any], report_path: Path | None, docs_path: Path
     status_rows = []
     for entry in _entry_order(report):
         record = report["suites"].get(entry)
-        section = SECTIONS.get(entry)
-        issue = f"#{section.issue}" if section else "—"
         if record is None:
-            status_rows.append([entry, issue, "skipped: not in this run", "—", "—"])
+            status_rows.append([entry, "skipped: not in this run", "—", "—"])
         elif "skipped" in record:
-            status_rows.append([entry, issue, f"skipped: {record['skipped']}", "—", "—"])
+            status_rows.append([entry, f"skipped: {record['skipped']}", "—", "—"])
         else:
             status = "ran" if "result" in record else f"**error**: {record['error']}"
             mode = "quick" if record.get("quick") else "full"
-            status_rows.append([entry, issue, status, mode, _seconds(record.get("wall_s"))])
-    lines += _table(["suite", "issue", "status", "sizes", "wall time"], status_rows)
+            status_rows.append([entry, status, mode, _seconds(record.get("wall_s"))])
+    lines += _table(["suite", "status", "sizes", "wall time"], status_rows)
     lines += [
         "",
         "## Targets at a glance",
         "",
-        ("Every target the issues set for a benchmark figure, judged on this run's value. Details, baselines and"
-        " the reasons behind each **no** are in the suite's section below."),
+        ("Every target set for a benchmark figure (declared in gliding_actors/bench/_targets.py), judged on this"
+        " run's value. Details, baselines and the reasons behind each **no** are in the suite's section below."),
         "",
     ]
-    lines += _table(["issue", "suite", "figure", "value", "target", "met"], _glance_rows(report))
+    lines += _table(["suite", "figure", "value", "target", "met"], _glance_rows(report))
     lines.append("")
     return lines
 
@@ -380,11 +378,11 @@ def _section(entry: str, record: Mapping[str, Any] | None, docs_path: Path, note
             "",
         ]
     else:
-        mode = "quick sizes" if record.get("quick") else "full sizes"
+        mode = "Quick sizes" if record.get("quick") else "Full sizes"
         options = record.get("options") or {}
         opts = "".join(f", {k} = `{v}`" for k, v in options.items())
         lines += [
-            (f"Issue #{section.issue if section else '?'}; {mode}{opts}; {_seconds(record.get('wall_s'))} wall;"
+            (f"{mode}{opts}; {_seconds(record.get('wall_s'))} wall;"
             f" load average after it {fmt(record.get('load_average_after'))}."),
             "",
         ]
@@ -394,7 +392,7 @@ def _section(entry: str, record: Mapping[str, Any] | None, docs_path: Path, note
         lines.append("")
     elif result is None and TARGETS.get(entry):
         rows = [
-            [_label(entry, key), "—", target.text() + f" (#{target.issue})", "not measured"]
+            [_label(entry, key), "—", target.text(), "not measured"]
             for key, target in TARGETS[entry].items()
         ]
         lines += _table(["figure", "value", "target", "met"], rows)

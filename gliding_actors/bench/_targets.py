@@ -1,11 +1,11 @@
-"""Every benchmark target of the issues, declared once, and the figures docs/BENCHMARKS.md shows.
+"""Every benchmark target, declared once, and the figures docs/BENCHMARKS.md shows.
 
 Why here and not in the suites' JSON: a suite prints what it measured, and
-some print a ``targets`` field, but a target is the issue's promise, not the
-benchmark's opinion of itself. Declaring each one here, with the issue that set
-it and the comparison it asks for, means the renderer judges every figure by
-the same rule, a suite cannot move its own goalposts, and a target whose
-figure is missing from a run shows as "not measured" rather than vanishing.
+some print a ``targets`` field, but a target is the project's promise, not the
+benchmark's opinion of itself. Declaring each one here, with the comparison it
+asks for, means the renderer judges every figure by the same rule, a suite
+cannot move its own goalposts, and a target whose figure is missing from a run
+shows as "not measured" rather than vanishing.
 
 ``TARGETS[entry][key]`` is the target of the figure at ``key`` (a dotted path
 into the entry's ``result``; ``a|b`` tries ``a`` then ``b``, for figures whose
@@ -27,13 +27,12 @@ Op = Literal[">=", "<=", "=="]
 
 @dataclass(frozen=True)
 class Target:
-    """``value op threshold`` (or ``value op <figure at ref>``), as issue ``issue`` words it."""
+    """``value op threshold`` (or ``value op <figure at ref>``), with the condition it holds under."""
 
     op: Op
     threshold: float | bool | None
-    issue: int
     ref: str | None = None  # compare against another figure of the same result (ours vs gensim)
-    note: str = ""  # the issue's condition, when the bare comparison does not say it all
+    note: str = ""  # the target's condition, when the bare comparison does not say it all
 
     def text(self) -> str:
         sign = {">=": "≥", "<=": "≤", "==": "="}[self.op]
@@ -46,7 +45,7 @@ def _plain(value: float | bool | None) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return f"{value:,}"
-    return f"{value}"  # a float as the issue wrote it: 1.0, 0.95
+    return f"{value}"  # a float as the target is written: 1.0, 0.95
 
 
 @dataclass(frozen=True)
@@ -66,41 +65,41 @@ class Figure:
 
 @dataclass(frozen=True)
 class Section:
-    """A suite's heading: the command that reruns it and the issue that asked for it."""
+    """A suite's heading: its title and the command that reruns it."""
 
     title: str
     command: str
-    issue: int
 
 
 SECTIONS: dict[str, Section] = {
-    "runtime": Section("runtime", "gliding-actors bench runtime --json", 2),
-    "l0": Section("l0", "gliding-actors bench l0 --json", 3),
-    "l1": Section("l1", "gliding-actors bench l1 --json", 6),
-    "l2": Section("l2", "gliding-actors bench l2 --json", 5),
-    "l3": Section("l3", "gliding-actors bench l3 --json", 7),
-    "coherence": Section("coherence", "gliding-actors bench coherence --json", 4),
-    "hyperspace": Section("hyperspace", "gliding-actors bench hyperspace --json", 8),
-    "context": Section("context", "gliding-actors bench context --data ../shared/data/locomo-dev.json --json", 9),
+    "runtime": Section("runtime", "gliding-actors bench runtime --json"),
+    "l0": Section("l0", "gliding-actors bench l0 --json"),
+    "l1": Section("l1", "gliding-actors bench l1 --json"),
+    "l2": Section("l2", "gliding-actors bench l2 --json"),
+    "l3": Section("l3", "gliding-actors bench l3 --json"),
+    "coherence": Section("coherence", "gliding-actors bench coherence --json"),
+    "hyperspace": Section("hyperspace", "gliding-actors bench hyperspace --json"),
+    # LoCoMo is not shipped (docs/CONTEXT.md says where to get it); the notes
+    # say how locomo-dev.json is cut from the public locomo10.json
+    "context": Section("context", "gliding-actors bench context --data locomo-dev.json --json"),
     "context-onnx": Section(
         "context, with a real text embedder",
-        "gliding-actors bench context --data ../shared/data/locomo-dev.json --embedder onnx --json",
-        9,
+        "gliding-actors bench context --data locomo-dev.json --embedder onnx --json",
     ),
-    "reliability": Section("reliability", "gliding-actors bench reliability --quick --json", 11),
-    "tokens": Section("tokens saved by coherence", "gliding-actors bench tokens --json", 14),
-    "team": Section("team workload", "gliding-actors bench team --json", 14),
-    "replay": Section("replay", "gliding-actors bench replay --json", 14),
-    "scaling": Section("scaling (Ray)", "gliding-actors bench scaling --json", 12),
+    "reliability": Section("reliability", "gliding-actors bench reliability --quick --json"),
+    "tokens": Section("tokens saved by coherence", "gliding-actors bench tokens --json"),
+    "team": Section("team workload", "gliding-actors bench team --json"),
+    "replay": Section("replay", "gliding-actors bench replay --json"),
+    "scaling": Section("scaling (Ray)", "gliding-actors bench scaling --json"),
 }
 
 _PYKKA = "raw Pykka ask"
 
 _CONTEXT_ACCURACY: dict[str, Target] = {
-    "budgets.1000.any": Target(">=", 0.85, 9, note="B = 1,000, categories 1–4"),
-    "budgets.1000.all": Target(">=", 0.72, 9, note="B = 1,000, categories 1–4"),
-    "budgets.1000.margin_any": Target(">=", 0.05, 9, note="5 points over the better baseline"),
-    "budgets.1000.margin_all": Target(">=", 0.05, 9, note="5 points over the better baseline"),
+    "budgets.1000.any": Target(">=", 0.85, note="B = 1,000, categories 1–4"),
+    "budgets.1000.all": Target(">=", 0.72, note="B = 1,000, categories 1–4"),
+    "budgets.1000.margin_any": Target(">=", 0.05, note="5 points over the better baseline"),
+    "budgets.1000.margin_all": Target(">=", 0.05, note="5 points over the better baseline"),
 }
 
 #: the context suite's rows, with the default embedder and with onnx alike
@@ -116,61 +115,61 @@ _CONTEXT_FIGURES: tuple[Figure, ...] = (
 
 TARGETS: dict[str, dict[str, Target]] = {
     "runtime": {
-        "ask_rtt_ratio": Target("<=", 1.3, 2),
-        "sim_msgs_per_s": Target(">=", 100_000, 2),
+        "ask_rtt_ratio": Target("<=", 1.3),
+        "sim_msgs_per_s": Target(">=", 100_000),
     },
     "l0": {
-        "put_ratio": Target(">=", 0.6, 3, note="two tags per node"),
-        "get_ratio": Target(">=", 0.7, 3),
-        "prefix_scan_ratio": Target(">=", 0.7, 3),
+        "put_ratio": Target(">=", 0.6, note="two tags per node"),
+        "get_ratio": Target(">=", 0.7),
+        "prefix_scan_ratio": Target(">=", 0.7),
     },
     "l1": {
-        "savings": Target(">=", 0.9, 6, note="2,000 turns, 2,000-token budget"),
+        "savings": Target(">=", 0.9, note="2,000 turns, 2,000-token budget"),
     },
-    "l2": {},  # issue 5 asks for the figures and sets no target
+    "l2": {},  # figures without a target: what a coherent query costs over a raw one
     "l3": {
-        "hit_vs_cold": Target(">=", 50, 7),
-        "invalidate_flatness": Target("<=", 1.5, 7),
-        "pool_speedup": Target(">=", 1.4, 7, note="on 2 cores"),
+        "hit_vs_cold": Target(">=", 50),
+        "invalidate_flatness": Target("<=", 1.5),
+        "pool_speedup": Target(">=", 1.4, note="on 2 cores"),
     },
     "coherence": {
-        "hit_ratio": Target("<=", 3, 4),
-        "miss_rtts": Target("<=", 4, 4),
-        "write_shared4_rtts": Target("<=", 6, 4),
-        "msgs_per_write.1.messages": Target("<=", 4, 4, note="2k+2, k = 1"),
-        "msgs_per_write.4.messages": Target("<=", 10, 4, note="2k+2, k = 4"),
-        "msgs_per_write.16.messages": Target("<=", 34, 4, note="2k+2, k = 16"),
-        "throughput_vs_lock": Target(">=", 1.0, 4),
+        "hit_ratio": Target("<=", 3),
+        "miss_rtts": Target("<=", 4),
+        "write_shared4_rtts": Target("<=", 6),
+        "msgs_per_write.1.messages": Target("<=", 4, note="2k+2, k = 1"),
+        "msgs_per_write.4.messages": Target("<=", 10, note="2k+2, k = 4"),
+        "msgs_per_write.16.messages": Target("<=", 34, note="2k+2, k = 16"),
+        "throughput_vs_lock": Target(">=", 1.0),
     },
     "hyperspace": {
-        "recall_at_10": Target(">=", 0.95, 8),
-        "qps_vs_exact": Target(">=", 10, 8),
-        "filtered_recall_at_10": Target(">=", 0.95, 8),
-        "poincare_map": Target(">=", None, 8, ref="gensim_map"),
+        "recall_at_10": Target(">=", 0.95),
+        "qps_vs_exact": Target(">=", 10),
+        "filtered_recall_at_10": Target(">=", 0.95),
+        "poincare_map": Target(">=", None, ref="gensim_map"),
     },
     "context": {
         **_CONTEXT_ACCURACY,
-        "budgets.1000.latency_p50_ms": Target("<=", 50, 9, note="default embedder"),
+        "budgets.1000.latency_p50_ms": Target("<=", 50, note="default embedder"),
     },
     # the accuracy targets again with the embed extra's model; the latency
-    # target is the default embedder's (issue 9), so it is not repeated here
+    # target is the default embedder's, so it is not repeated here
     "context-onnx": dict(_CONTEXT_ACCURACY),
     "reliability": {
-        "kills": Target(">=", 100, 11, note="SIGKILL at ≥ 100 random points"),
-        "lost_writes": Target("==", 0, 11),
-        "invariant_violations": Target("==", 0, 11),
-        "hung_ops": Target("==", 0, 11, note="every op completes or fails with a typed error"),
-        "untyped_errors": Target("==", 0, 11),
-        "changed_on_refusal": Target("==", 0, 11, note="a refused input changes nothing"),
-        "linearizable": Target("==", True, 11),
-        "total_s": Target("<=", 300, 11, note="--quick runs in under 5 minutes"),
+        "kills": Target(">=", 100, note="SIGKILL at ≥ 100 random points"),
+        "lost_writes": Target("==", 0),
+        "invariant_violations": Target("==", 0),
+        "hung_ops": Target("==", 0, note="every op completes or fails with a typed error"),
+        "untyped_errors": Target("==", 0),
+        "changed_on_refusal": Target("==", 0, note="a refused input changes nothing"),
+        "linearizable": Target("==", True),
+        "total_s": Target("<=", 300, note="--quick runs in under 5 minutes"),
     },
-    "tokens": {},  # issue 14: "show ours beside them" — a comparison, not a target
-    "team": {},  # issue 14 asks for the curve
+    "tokens": {},  # ours beside agent-coherence's published figures: a comparison, not a target
+    "team": {},  # a curve over team sizes, no target
     "replay": {
-        "sim.events_per_s": Target(">=", 20_000, 14, note="10,000-event recorded trace on sim"),
+        "sim.events_per_s": Target(">=", 20_000, note="10,000-event recorded trace on sim"),
     },
-    "scaling": {},  # issue 12 asks for the curve and its projection
+    "scaling": {},  # a curve over shard counts and its 100-node projection, no target
 }
 
 FIGURES: dict[str, tuple[Figure, ...]] = {

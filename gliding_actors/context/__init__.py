@@ -1,4 +1,4 @@
-"""The agent's context: the MemoryScheduler and the Prefetcher (issue 9; docs/CONTEXT.md).
+"""The agent's context: the MemoryScheduler and the Prefetcher (docs/CONTEXT.md).
 
 ``Agent.context(query, max_tokens)`` assembles one prompt-ready context under
 one token budget from the agent's L1 chain, the L3 projection of its current

@@ -1,4 +1,4 @@
-"""The hyperspace vector engine: embeddings, index and hybrid search (issue 8)."""
+"""The hyperspace vector engine: embeddings, index and hybrid search (docs/HYPERSPACE.md)."""
 
 from __future__ import annotations
 

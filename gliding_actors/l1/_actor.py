@@ -22,10 +22,10 @@ version}}`` mark citing turns stale. They arrive asynchronously, after the
 write they announce completed: an op issued right after a write may not see
 the mark yet (a scenario ``quiesce`` step, or any later op, will).
 
-The chain is volatile, as L1 is in the architecture: if this actor crashes it
-restarts with an empty chain (the archive in L0 keeps every turn, and
-numbering resumes after the highest block), and a reopened memory starts
-every session empty.
+The chain is volatile, by design (L1 lives in memory): a crash of this actor
+keeps it (the rebuilt actor takes over the chain and block list, see
+:func:`start_session`), but a reopened memory starts every session empty; the
+archive in L0 keeps every turn, and numbering resumes after the highest block.
 """
 
 from __future__ import annotations
@@ -264,9 +264,11 @@ class SessionActor:
 def start_session(system: MemorySystem, agent: str, role: str, *, embedder: Embedder | None = None) -> None:
     """Spawn ``agent``'s session actor and subscribe it to ``line.changed`` (waits for the bus).
 
-    ``embedder`` is None until issue 8's vector engine provides one; with
-    None, relevance is the score each turn gives (or cosine to explicit
-    embeddings).
+    ``embedder`` (see :class:`~gliding_actors.l1.Embedder`) is None when
+    :meth:`MemorySystem.agent` starts a session: the session is not connected
+    to the vector engine, so relevance is the score each turn gives (or cosine
+    to explicit embeddings), and a query *text* is refused with
+    ``InvalidInput``.
     """
     config = system.config.l1
     policy = EvictionPolicy.from_config(config, role)

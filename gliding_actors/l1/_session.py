@@ -68,11 +68,15 @@ DEFAULT_RELEVANCE = 0.5
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Turns text into a vector (issue 8's vector engine provides real ones).
+    """Turns one text into a vector.
 
     A session built with one embeds every turn's summary and every query text;
-    without one (the default, ``None``) relevance is the given score unless a
-    caller passes embeddings explicitly.
+    without one (``None``, which is what :meth:`MemorySystem.agent` starts
+    every session with) relevance is the given score unless a caller passes
+    embeddings explicitly. The vector engine's embedders
+    (:mod:`gliding_actors.hyperspace`) take a batch instead (``embed(texts)``
+    gives a matrix): ``HashEmbedder().embed([text])[0].tolist()`` is one
+    text's vector in this protocol's shape.
     """
 
     def embed(self, text: str) -> Sequence[float]: ...

@@ -10,7 +10,7 @@ a task (:meth:`~TaskDAG.unmet`), in which order a piece of work unfolds
 Why these rules:
 
 * **One graph, two kinds of edge.** Layers and cycle checks use
-  dependency → dependent *and* parent → child edges, as the issue specifies: a
+  dependency → dependent *and* parent → child edges, by design: a
   parent is planned (decomposed) before its children are worked on, so it
   comes first. A task therefore can neither depend on its own descendant nor be
   a dependency of its ancestor.

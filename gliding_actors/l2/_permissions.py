@@ -58,7 +58,7 @@ ANY_GRAPH = "*"
 
 _LETTER = {"create": "c", "read": "r", "update": "u", "delete": "d"}
 
-#: The default table, exactly as issue 5 lists it: PA full on plan; DA full on
+#: The default table: PA full on plan; DA full on
 #: execution; CA full on review; AA full on decision and knowledge; SA full on
 #: shared; everyone reads plan, knowledge and shared; DA, CA and AA read
 #: execution; CA and AA read review; AA reads everything; everyone may create
@@ -130,7 +130,7 @@ class PermissionMatrix:
 
     @classmethod
     def default(cls) -> PermissionMatrix:
-        """The table the issue specifies (see :data:`DEFAULT_PERMISSIONS`)."""
+        """The default table (see :data:`DEFAULT_PERMISSIONS`; docs/L2.md, "The default table")."""
         return cls.from_dict(DEFAULT_PERMISSIONS)
 
     @classmethod

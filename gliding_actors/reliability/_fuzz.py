@@ -1,6 +1,6 @@
 """Fuzzing every input surface: only typed errors, and a refused input changes nothing.
 
-Issue 11's "bad input" promise, checked by machine instead of by example. The
+The "bad input" promise (docs/RELIABILITY.md, promise 13), checked by machine instead of by example. The
 surfaces are the places text or data from outside enters the library:
 
 * ``jsonld`` — values an agent writes (``write``, ``cas``), publishes, or

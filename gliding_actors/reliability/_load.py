@@ -72,7 +72,7 @@ class LoadSize(TypedDict):
     lines: int
 
 
-#: the size issue 11 asks for: 64 agent threads x 10,000 mixed ops on 1,000 lines
+#: the full size (``-m slow``): 64 agent threads x 10,000 mixed ops on 1,000 lines
 LOAD_FULL: LoadSize = {"agents": 64, "ops_per_agent": 10_000, "lines": 1_000}
 #: the bench's --quick size: well under 90 s on a 2-core machine, checker included
 LOAD_QUICK: LoadSize = {"agents": 32, "ops_per_agent": 500, "lines": 200}

@@ -3,8 +3,8 @@
 The fixture report is small and hand-made, so each verdict in it is known in
 advance: a figure within its target must render ``yes``, one outside it
 ``**no**``, a suite that raised ``error``, one that could not run ``skipped``,
-one absent ``not in this run`` — and every target the issues set must appear
-in the summary whatever happened to its suite.
+one absent ``not in this run`` — and every declared target must appear in the
+summary whatever happened to its suite.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _glance(text: str) -> dict[tuple[str, str], str]:
     section = text.split("## Targets at a glance", 1)[1].split("\n## ", 1)[0]
     rows: dict[tuple[str, str], str] = {}
     for line in section.splitlines():
-        found = re.match(r"\| #\d+ \| ([\w-]+) \| .*\(`([^`]+)`\) \| .* \| ([^|]+) \|$", line)
+        found = re.match(r"\| ([\w-]+) \| .*\(`([^`]+)`\) \| .* \| ([^|]+) \|$", line)
         if found:
             assert (found.group(1), found.group(2)) not in rows, line
             rows[(found.group(1), found.group(2))] = found.group(3).strip()
@@ -109,22 +109,22 @@ def test_every_target_of_every_issue_is_in_the_summary_whatever_its_suite_did() 
 
 def test_errored_skipped_and_missing_suites_are_shown_as_such() -> None:
     text = render(FIXTURE, docs_path=DOC)
-    assert "| l0 | #3 | **error**: RuntimeError: disk on fire | full | 0.2 s |" in text
+    assert "| l0 | **error**: RuntimeError: disk on fire | full | 0.2 s |" in text
     assert "RuntimeError: disk on fire" in _section(text, "l0")
-    assert "| reliability | #11 | skipped: no fork on this platform | — | — |" in text
+    assert "| reliability | skipped: no fork on this platform | — | — |" in text
     assert "*Skipped: no fork on this platform*" in _section(text, "reliability")
-    assert "| l1 | #6 | skipped: not in this run | — | — |" in text
+    assert "| l1 | skipped: not in this run | — | — |" in text
     assert "*Skipped: not in this run.*" in _section(text, "l1")
     # a suite that did not produce figures still lists its targets, unmeasured
-    assert ("| put, ratio to raw plyvel write_batch + msgpack | — | ≥ 0.6 (two tags per node) (#3) | not measured |"
+    assert ("| put, ratio to raw plyvel write_batch + msgpack | — | ≥ 0.6 (two tags per node) | not measured |"
             in _section(text, "l0"))
 
 
 def test_a_suite_table_puts_each_figure_beside_its_same_run_baseline_and_ratio() -> None:
     runtime = _section(render(FIXTURE, docs_path=DOC), "runtime")
     assert ("| ask round trip p50 (threads runtime, echo actor) | 40 µs | raw Pykka ask to an echo actor: 36 µs"
-            " | 1.11 | ≤ 1.3 (#2) | yes |") in runtime
-    assert "| simulator throughput (ping-pong + fan-out, log hash on) | 90,000 msgs/s | — | — | ≥ 100,000 (#2) | **no** |" in runtime
+            " | 1.11 | ≤ 1.3 | yes |") in runtime
+    assert "| simulator throughput (ping-pong + fan-out, log hash on) | 90,000 msgs/s | — | — | ≥ 100,000 | **no** |" in runtime
     coherence = _section(render(FIXTURE, docs_path=DOC), "coherence")
     # no ratio of its own in the result: value / baseline, computed
     assert "| 16 threads, 90 % reads / 10 % writes, 1,000 IRIs | 2,000 ops/s" in coherence
@@ -141,7 +141,7 @@ def test_the_header_records_the_machine_and_the_exact_command() -> None:
     moved = {**FIXTURE, "machine": {**FIXTURE["machine"], "git_end": {"commit": "b" * 40, "modified_files": 2}}}
     assert f"; at the end `{'b' * 12}` with 2 modified files" in render(moved, docs_path=DOC)
     assert "gliding-actors bench render docs/benchmarks.json" in head
-    assert "(PROFILE.md)" in head  # the profile section of issue 14, linked from the intro note
+    assert "(PROFILE.md)" in head  # the profile page, linked from the intro note
 
 
 def test_notes_are_included_per_suite(tmp_path: Path) -> None:
@@ -157,26 +157,25 @@ def test_declarations_cover_every_entry_and_every_target_has_a_row() -> None:
     for entry, targets in TARGETS.items():
         keys = {k for figure in FIGURES[entry] for k in (figure.key, figure.ratio) if k}
         assert set(targets) <= keys, entry
-        assert all(target.issue == SECTIONS[entry].issue or entry == "replay" for target in targets.values())
 
 
 @settings(max_examples=60, deadline=None)
 @given(value=st.floats(allow_nan=False, allow_infinity=False, width=32),
        bound=st.floats(allow_nan=False, allow_infinity=False, width=32))
 def test_judge_is_the_plain_comparison(value: float, bound: float) -> None:
-    assert judge(Target(">=", bound, 1), value, {}) is (value >= bound)
-    assert judge(Target("<=", bound, 1), value, {}) is (value <= bound)
-    assert judge(Target(">=", None, 1, ref="other"), value, {"other": bound}) is (value >= bound)
+    assert judge(Target(">=", bound), value, {}) is (value >= bound)
+    assert judge(Target("<=", bound), value, {}) is (value <= bound)
+    assert judge(Target(">=", None, ref="other"), value, {"other": bound}) is (value >= bound)
 
 
 def test_judge_says_not_measured_rather_than_guessing() -> None:
-    assert judge(Target(">=", 1, 1), None, {}) is None
-    assert judge(Target(">=", 1, 1), float("nan"), {}) is None
-    assert judge(Target(">=", 1, 1), "fast", {}) is None
-    assert judge(Target(">=", None, 1, ref="gensim_map"), 0.5, {"gensim_map": None}) is None  # gensim absent
-    assert judge(Target("==", True, 1), True, {}) is True
-    assert judge(Target("==", True, 1), 1, {}) is False  # 1 is not the boolean the issue asks for
-    assert judge(Target("==", 0, 1), 0, {}) is True
+    assert judge(Target(">=", 1), None, {}) is None
+    assert judge(Target(">=", 1), float("nan"), {}) is None
+    assert judge(Target(">=", 1), "fast", {}) is None
+    assert judge(Target(">=", None, ref="gensim_map"), 0.5, {"gensim_map": None}) is None  # gensim absent
+    assert judge(Target("==", True), True, {}) is True
+    assert judge(Target("==", True), 1, {}) is False  # 1 is not the boolean the issue asks for
+    assert judge(Target("==", 0), 0, {}) is True
 
 
 def test_lookup_follows_dotted_paths_and_alternatives() -> None:
@@ -184,7 +183,7 @@ def test_lookup_follows_dotted_paths_and_alternatives() -> None:
     assert lookup(result, "budgets.1000.any") == 0.8
     assert lookup(result, "invalidate_us_100000|invalidate_us_10000") == 2.0
     assert lookup(result, "budgets.2000.any") is not None  # the missing marker, not a value
-    assert judge(Target(">=", 0.5, 9), lookup(result, "budgets.2000.any"), result) is None
+    assert judge(Target(">=", 0.5), lookup(result, "budgets.2000.any"), result) is None
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,13 @@ from typing import Any
 
 import pytest
 
-from gliding_actors.bench._context import evaluate, load_locomo, normalise_evidence
+from gliding_actors.bench._all import run_all
+from gliding_actors.bench._context import evaluate, load_locomo, normalise_evidence, run
+from gliding_actors.cli import main
 from gliding_actors.errors import InvalidInput
+
+#: what a user must be told to find LoCoMo, which the project does not ship
+WHERE_TO_GET_LOCOMO = ("snap-research/locomo", "data/locomo10.json", "CC BY-NC 4.0", "arXiv:2402.17753")
 
 
 def conversation(answers: list[str], evidence: list[list[str]]) -> dict[str, Any]:
@@ -107,3 +112,33 @@ def test_scoring_through_a_summary_and_the_report_keys(tmp_path: Path) -> None:
         assert entry["tokens_mean"] <= int(budget)
     # with room for everything every question is found
     assert report["budgets"]["200"]["any"] == 1.0 and report["budgets"]["200"]["all"] == 1.0
+
+
+def test_without_data_the_context_bench_is_refused_and_says_where_to_get_locomo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        run(quick=True)  # no default: LoCoMo is not shipped, and nothing outside the checkout is read
+    assert "--data FILE" in str(refused.value)
+    for part in WHERE_TO_GET_LOCOMO:
+        assert part in str(refused.value), part
+    with pytest.raises(InvalidInput, match="no file at .*none.json") as missing:
+        run(quick=True, data=str(tmp_path / "none.json"))
+    assert all(part in str(missing.value) for part in WHERE_TO_GET_LOCOMO)
+    # the command line: exit 2 with the same message; --help says where too
+    assert main(["bench", "context"]) == 2
+    err = capsys.readouterr().err
+    assert all(part in " ".join(err.split()) for part in WHERE_TO_GET_LOCOMO), err
+    monkeypatch.setenv("COLUMNS", "400")  # argparse would otherwise break the URL at its hyphen
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    helped = " ".join(capsys.readouterr().out.split())
+    assert all(part in helped for part in WHERE_TO_GET_LOCOMO), helped
+
+
+def test_bench_all_without_data_skips_the_context_entries_saying_why() -> None:
+    report = run_all(only=["context", "context-onnx"])
+    for entry in ("context", "context-onnx"):
+        reason = report["suites"][entry]["skipped"]
+        assert "--data FILE" in reason and all(part in reason for part in WHERE_TO_GET_LOCOMO), reason
+    assert report["errors"] == []
