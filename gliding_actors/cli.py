@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from gliding_actors import __version__
-from gliding_actors.errors import GlidingError, ScenarioFormatError
+from gliding_actors.errors import GlidingError, InvalidInput, ScenarioFormatError
 
 __all__ = ["main"]
 
@@ -86,7 +87,20 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--team",
         action="store_true",
-        help="run the example PDCA team (examples/pdca_team) live, record, convert and replay its trace",
+        help="run the example PDCA team (examples/pdca_team) live, record, convert and replay its trace"
+        " (its files are kept: see --out)",
+    )
+    demo.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help=(
+            f"with --team: write the recorded trace, the converted scenario and the sequence diagram"
+            f" ({', '.join(_TEAM_FILES)}) into DIR, created if missing. An existing DIR is written into,"
+            " but refused (exit 2, nothing written) if one of those files is already there. Default: a"
+            " new folder gliding-team-YYYYMMDD-HHMMSS in the current directory (-2, -3, ... appended if"
+            " taken). The team's memory itself is a scratch folder, deleted at exit"
+        ),
     )
 
     bench = sub.add_parser("bench", help="run a benchmark suite (ratios against a same-run baseline)")
@@ -337,6 +351,13 @@ def _demo(args: argparse.Namespace) -> int:
 
     if args.team:
         return _demo_team(args)
+    if args.out is not None:
+        print(
+            "gliding-actors demo: --out needs --team"
+            " (the plain demo replays the bundled scenarios and writes no files)",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
     out = Console(highlight=False, emoji=False)
     files = _demo_files()
     if not files:
@@ -391,10 +412,96 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_OK if all_ok else EXIT_FAILED
 
 
+_TEAM_FILES = ("team.jsonl", "team.yaml", "team.html")  # demo --team: trace, scenario, diagram
+
+
+class _OutDir:
+    """Where ``demo --team`` keeps its files: checked before the team runs, undone if the run breaks.
+
+    ``given`` and ``default`` refuse bad input (``InvalidInput``) before creating
+    anything; the folders they create are remembered so ``undo`` can remove them
+    (and the files written into them) when the team run fails with an exception,
+    leaving no half-made folder behind.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.created: list[Path] = []  # folders made by us, outermost first
+
+    @classmethod
+    def default(cls, stamp: str) -> _OutDir:
+        """A new folder ``./gliding-team-STAMP`` (``-2``, ``-3``, … when taken); never an existing one."""
+        base = Path.cwd() / f"gliding-team-{stamp}"
+        for n in range(1, 1000):
+            path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise InvalidInput(f"cannot create {path} ({exc.strerror or exc}); pass --out DIR") from None
+            out = cls(path)
+            out.created.append(path)
+            return out
+        raise InvalidInput(f"{base}-N: no free name; pass --out DIR")
+
+    @classmethod
+    def given(cls, text: str) -> _OutDir:
+        """``--out DIR``: an existing folder without our files, or a new one under a writable folder."""
+        if not text.strip():
+            raise InvalidInput("--out needs a folder name")
+        path = Path(text).absolute()
+        out = cls(path)
+        if path.exists():
+            if not path.is_dir():
+                raise InvalidInput(f"--out {text}: {path} is not a folder")
+            if not os.access(path, os.W_OK | os.X_OK):
+                raise InvalidInput(f"--out {text}: {path} is not writable")
+            taken = [name for name in _TEAM_FILES if os.path.lexists(path / name)]
+            if taken:
+                raise InvalidInput(
+                    f"--out {text}: {path} already holds {', '.join(taken)}; "
+                    "remove them or pass another folder (nothing was written)"
+                )
+            return out
+        missing = [path]
+        parent = path.parent
+        while not parent.exists() and parent != parent.parent:
+            missing.append(parent)
+            parent = parent.parent
+        if not parent.is_dir():
+            raise InvalidInput(f"--out {text}: {parent} is not a folder")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise InvalidInput(f"--out {text}: cannot create a folder in {parent} (not writable)")
+        for folder in reversed(missing):  # outermost first
+            try:
+                folder.mkdir()
+            except OSError as exc:
+                out.undo()
+                raise InvalidInput(f"--out {text}: cannot create {folder} ({exc.strerror or exc})") from None
+            out.created.append(folder)
+        return out
+
+    def undo(self) -> None:
+        """Remove the files this run wrote and the folders it created (only if they are then empty)."""
+        for name in _TEAM_FILES:
+            with contextlib.suppress(OSError):
+                (self.path / name).unlink()
+        for folder in reversed(self.created):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
 def _demo_team(args: argparse.Namespace) -> int:
-    """The example team on threads (recording), its trace converted, the scenario replayed on sim."""
+    """The example team on threads (recording), its trace converted, the scenario replayed on sim.
+
+    The trace, the scenario and the diagram of the first seed's replay are kept
+    in ``--out DIR`` (default: a new ``./gliding-team-STAMP``); every path printed
+    exists after the command returns.
+    """
     import importlib.util
     import tempfile
+    import time
 
     from gliding_actors import MemorySystem, VirtualClock
 
@@ -403,19 +510,40 @@ def _demo_team(args: argparse.Namespace) -> int:
     if not team_py.exists() or spec is None or spec.loader is None:
         print(f"gliding-actors demo --team: {team_py} not found; run it from a source checkout", file=sys.stderr)
         return EXIT_INVALID
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    with tempfile.TemporaryDirectory(prefix="gliding-actors-team-") as tmp:
-        trace, scenario = Path(tmp) / "team.jsonl", Path(tmp) / "team.yaml"
-        with MemorySystem.open(Path(tmp) / "memory", record=trace, clock=VirtualClock()) as memory:
-            report = module.run_team(memory)
-        print(f"team: {report.rounds} PDCA rounds, verdicts {report.verdicts}, decisions {report.decisions}")
-        if _convert(argparse.Namespace(trace=str(trace), output=str(scenario), name="pdca_team",
-                                       time_resolution=1.0)) != EXIT_OK:
-            return EXIT_FAILED
+    try:
+        if args.out is not None:
+            out = _OutDir.given(args.out)
+        else:
+            out = _OutDir.default(time.strftime("%Y%m%d-%H%M%S"))
+    except InvalidInput as exc:
+        print(f"gliding-actors demo --team: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    trace, scenario, diagram = (out.path / name for name in _TEAM_FILES)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up by name
+        spec.loader.exec_module(module)
+        with tempfile.TemporaryDirectory(prefix="gliding-actors-team-") as tmp:  # the memory: scratch
+            with MemorySystem.open(Path(tmp) / "memory", record=trace, clock=VirtualClock()) as memory:
+                report = module.run_team(memory)
+    except BaseException:
+        out.undo()  # a broken run leaves no half-made folder behind
+        raise
+    print(f"team: {report.rounds} PDCA rounds, verdicts {report.verdicts}, decisions {report.decisions}")
+    convert = argparse.Namespace(trace=str(trace), output=str(scenario), name="pdca_team", time_resolution=1.0)
+    code = _convert(convert)
+    if code == EXIT_OK:
         seeds = "0..4" if args.seed is None else str(args.seed)
-        return main(["replay", str(scenario), "--seeds", seeds])
+        code = main(["replay", str(scenario), "--seeds", seeds, "--diagram", str(diagram)])
+    else:
+        code = EXIT_FAILED
+    print(f"kept in {out.path}:")
+    for what, path in (("trace", trace), ("scenario", scenario), ("diagram", diagram)):
+        if path.exists():
+            print(f"  {what:<8}  {path}")
+    if scenario.exists():
+        print(f"replay it: gliding-actors replay {scenario}")
+    return code
 
 
 def _brief(value: Any, limit: int = 60) -> str:

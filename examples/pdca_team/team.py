@@ -29,9 +29,12 @@ What each part of the library is used for, and why:
   ordinary write-back line, is not in L0 yet at that point).
 
 Run it: ``python examples/pdca_team/team.py [--record trace.jsonl]``, or
-``gliding-actors demo --team``. ``tests/examples/test_pdca_team.py`` runs it on
-threads with recording on, converts the trace and replays it on the simulator
-under seeds 0..19.
+``gliding-actors demo --team [--out DIR]``, which also converts the trace and
+replays it, and keeps the trace, the scenario and a sequence diagram
+(``team.jsonl``, ``team.yaml``, ``team.html``) in DIR (default: a new
+``./gliding-team-YYYYMMDD-HHMMSS``). ``tests/examples/test_pdca_team.py`` runs
+it on threads with recording on, converts the trace and replays it on the
+simulator under seeds 0..19.
 """
 
 from __future__ import annotations

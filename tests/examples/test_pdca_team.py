@@ -7,11 +7,17 @@ simulator under every seed 0..19.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
+import os
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -121,8 +127,160 @@ def test_a_team_that_drifts_from_the_script_fails_loudly(tmp_path: Path) -> None
             team.run_team(memory, _script(tmp_path, drifted))
 
 
-def test_demo_team_runs_records_converts_and_replays_the_team(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--team", "--seed", "3"]) == 0
+# -- gliding-actors demo --team [--out DIR] ---------------------------------------
+
+TEAM_FILES = ("team.jsonl", "team.yaml", "team.html")  # trace, scenario, diagram
+
+
+def _printed_paths(text: str) -> list[Path]:
+    """Every absolute path the command printed (the demo prints them absolute)."""
+    return [Path(p) for p in re.findall(r"(?<![\w/.])(/[^\s:]+)", text)]
+
+
+def _snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every file and folder under root, with the files' bytes."""
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+@dataclass
+class DemoRun:
+    code: int
+    out: str
+    err: str
+    folder: Path
+
+
+@pytest.fixture(scope="module")
+def team_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """One run of ``demo --team --out DIR`` (DIR and its parent not there yet), shared by the tests below."""
+    folder = tmp_path_factory.mktemp("demo") / "nested" / "out"
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = main(["demo", "--team", "--seed", "3", "--out", str(folder)])
+    return DemoRun(code, stdout.getvalue(), stderr.getvalue(), folder)
+
+
+def test_demo_team_runs_records_converts_and_replays_the_team(team_demo: DemoRun) -> None:
+    assert team_demo.code == 0, team_demo.out + team_demo.err
+    assert "team: 2 PDCA rounds, verdicts ['fail', 'pass'], decisions ['revise', 'accept']" in team_demo.out
+    assert "1 passed, 0 failed" in team_demo.out
+
+
+def test_demo_team_keeps_every_file_it_names_in_out_and_the_scenario_replays(
+    team_demo: DemoRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    printed = _printed_paths(team_demo.out)
+    assert printed and all(path.exists() for path in printed), team_demo.out  # after the command returned
+    kept = [team_demo.folder / name for name in TEAM_FILES]
+    assert set(kept) <= set(printed)
+    assert sorted(p.name for p in team_demo.folder.iterdir()) == sorted(TEAM_FILES)  # the memory is scratch
+    assert "<html" in kept[2].read_text(encoding="utf-8").lower()  # the sequence diagram
+    capsys.readouterr()
+    assert main(["replay", str(kept[1]), "--seeds", "0..1"]) == 0
+    assert "2 passed, 0 failed" in capsys.readouterr().out
+
+
+def test_demo_team_refuses_to_overwrite_its_files_in_an_existing_out(
+    team_demo: DemoRun, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = _snapshot(team_demo.folder.parent)
+    assert main(["demo", "--team", "--out", str(team_demo.folder)]) == 2
+    err = capsys.readouterr().err
+    assert "already holds team.jsonl, team.yaml, team.html" in err and "nothing was written" in err
+    assert _snapshot(team_demo.folder.parent) == before
+
+
+def test_demo_team_without_out_makes_a_new_folder_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "mine.txt").write_text("keep me")
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--team", "--seed", "0"]) == 0
     out = capsys.readouterr().out
-    assert "team: 2 PDCA rounds, verdicts ['fail', 'pass'], decisions ['revise', 'accept']" in out
-    assert "1 passed, 0 failed" in out
+    made = [p for p in tmp_path.iterdir() if p.name != "mine.txt"]
+    assert len(made) == 1 and made[0].is_dir() and made[0].name.startswith("gliding-team-")
+    assert sorted(p.name for p in made[0].iterdir()) == sorted(TEAM_FILES)
+    printed = _printed_paths(out)
+    assert {made[0] / name for name in TEAM_FILES} <= set(printed)
+    assert all(path.exists() and path.is_relative_to(made[0]) for path in printed), out
+    assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+def test_the_default_folder_never_reuses_an_existing_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gliding_actors.cli import _OutDir
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gliding-team-X").mkdir()
+    (tmp_path / "gliding-team-X" / "team.yaml").write_text("theirs")
+    (tmp_path / "gliding-team-X-2").write_text("a file")
+    out = _OutDir.default("X")
+    assert out.path == tmp_path / "gliding-team-X-3" and out.path.is_dir()
+    assert (tmp_path / "gliding-team-X" / "team.yaml").read_text() == "theirs"
+
+
+@pytest.mark.parametrize("where", ["a-file", "a-file/sub"])
+def test_demo_team_refuses_an_out_that_is_a_file_and_changes_nothing(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a-file").write_text("precious")
+    before = _snapshot(tmp_path)
+    assert main(["demo", "--team", "--out", str(tmp_path / where)]) == 2
+    assert f"{tmp_path / 'a-file'} is not a folder" in capsys.readouterr().err
+    assert _snapshot(tmp_path) == before
+
+
+def test_demo_team_refuses_an_out_it_cannot_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    if os.geteuid() == 0:  # root may write anywhere: make the check see what another user would
+        real_access = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
+    try:
+        assert main(["demo", "--team", "--out", str(locked)]) == 2
+        assert main(["demo", "--team", "--out", str(locked / "sub")]) == 2
+        err = capsys.readouterr().err
+        assert f"{locked} is not writable" in err and f"cannot create a folder in {locked}" in err
+        assert list(locked.iterdir()) == []
+    finally:
+        locked.chmod(0o755)
+
+
+def test_demo_team_leaves_no_half_made_folder_when_creating_it_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real_mkdir = Path.mkdir
+
+    def mkdir(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self.name == "c":
+            raise PermissionError(13, "Permission denied")
+        real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    assert main(["demo", "--team", "--out", str(tmp_path / "a" / "b" / "c")]) == 2
+    assert "cannot create" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_team_removes_what_it_made_when_the_team_run_breaks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_open(*args: Any, record: Path, **kwargs: Any) -> None:
+        Path(record).write_text("half a trace")
+        raise InvalidInput("the team broke")
+
+    monkeypatch.setattr(MemorySystem, "open", broken_open)
+    with pytest.raises(InvalidInput, match="the team broke"):
+        main(["demo", "--team", "--out", str(tmp_path / "new" / "out")])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_out_without_team_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--out", "kept"]) == 2
+    assert "--out needs --team" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
