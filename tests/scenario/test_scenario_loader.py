@@ -18,7 +18,7 @@ from gliding_actors.scenario._loader import load_scenario, load_scenario_text
 from gliding_actors.scenario._model import OpStep, ParallelStep, Position
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO.parent / "shared" / "spec" / "examples" / "pdca_auth_refactor.yaml"
+EXAMPLE = REPO / "scenarios" / "examples" / "pdca_auth_refactor.yaml"  # the format's worked example
 
 HEAD = """\
 format: gliding-actors/scenario@1
@@ -45,9 +45,6 @@ def at(err: ScenarioFormatError, line: int, col: int, *words: str) -> None:
 # ---------------------------------------------------------------- valid files
 
 
-@pytest.mark.skipif(
-    not EXAMPLE.exists(), reason="shared spec examples not checked out next to the repo"
-)
 def test_spec_example_loads() -> None:
     s = load_scenario(EXAMPLE)
     assert s.name == "PDCA team refactors authentication"
