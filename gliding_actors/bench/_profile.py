@@ -388,7 +388,7 @@ the Poincaré retraining on the search path (above, measured), and the
 per-node permission checks of a search (`visible_fn`). `bench replay` had a
 third, its own: the directory-agreement invariant inspected every line after
 every step; it now inspects only the lines touched since the last check
-(`coherence/_scenario.py`, `_AgreementLog`), and reports the ratio."""
+(`scenario/_ops/coherence.py`, `_AgreementLog`), and reports the ratio."""
 
 
 def run(

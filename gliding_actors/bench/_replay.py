@@ -18,7 +18,7 @@ range. The recording and the conversion are timed too, once.
 
 Baseline in the same run: one sim replay with the directory-agreement
 invariant inspecting every line after every step (as it did before it
-became incremental, ``coherence/_scenario.py``); ``agreement_speedup`` is the
+became incremental, ``scenario/_ops/coherence.py``); ``agreement_speedup`` is the
 incremental replay's events/s over that one's. ``where_time_goes_sim`` is a
 cProfile of one sim replay: the cumulative share of each part (they overlap).
 """
@@ -91,7 +91,7 @@ _AGREEMENT = "directory agreement at quiescence"
 @contextlib.contextmanager
 def _full_agreement() -> Iterator[None]:
     """Register the every-line agreement check under the invariant's name for a baseline run, then restore."""
-    from gliding_actors.coherence._scenario import _agreement, agreement_everywhere
+    from gliding_actors.scenario._ops.coherence import _agreement, agreement_everywhere
 
     invariant(_AGREEMENT)(agreement_everywhere)
     try:
@@ -133,7 +133,7 @@ def time_replay(
 #: where a replay's time goes: (label, file suffix, function) whose cumulative time the profile reports
 _PARTS: tuple[tuple[str, str, str], ...] = (
     ("invariant_checks", "scenario/_invariants.py", "run_invariants"),
-    ("agreement_check", "coherence/_scenario.py", "_agreement"),
+    ("agreement_check", "scenario/_ops/coherence.py", "_agreement"),
     ("hyperspace_service", "hyperspace/_service.py", "receive"),
     ("context_assembly", "context/_service.py", "receive"),
     ("simulator_delivery", "runtime/_sim.py", "step"),

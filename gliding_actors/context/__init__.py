@@ -6,7 +6,7 @@ task and a hybrid search over L2 lines and L0 archives; ``Agent.intent(entities)
 loads the lines an intent makes likely into L2 and the agent's cache ahead of
 use. Plain logic in :mod:`._assemble` and :mod:`._prefetch`; the actors and
 the wiring in :mod:`._service`; scenario ops ``context`` and ``intent`` in
-:mod:`._scenario`.
+:mod:`gliding_actors.scenario._ops.context`.
 """
 
 from gliding_actors.context._assemble import SOURCES, Assembled, Candidate, assemble, render

@@ -10,8 +10,8 @@ nothing is forgotten. See ``docs/L1.md``.
 
 The pieces: :mod:`._tokens` (counters), :mod:`._policy` (the numbers, per
 role), :mod:`._session` (the chain, plain logic), :mod:`._archive` (L0),
-:mod:`._actor` (one actor per agent), :mod:`._scenario` (ops ``turn`` and
-``session``).
+:mod:`._actor` (one actor per agent). The scenario ops ``turn`` and
+``session`` are adapted in :mod:`gliding_actors.scenario._ops.l1`.
 """
 
 from gliding_actors.l1._actor import SessionActor, session_actor_name, start_session, turn_request

@@ -10,8 +10,8 @@ materialized view until a node it read changes. See ``docs/L3.md``.
 The pieces: :mod:`._ontology` (the terms frames read), :mod:`._frames` (the
 nine frames, user frames, the role → frame table), :mod:`._gather` (the
 scope → scratch store), :mod:`._shape` (framing and budgets), :mod:`._views`
-(the view cache), :mod:`._service` (actors and the entry point),
-:mod:`._scenario` (op ``project``).
+(the view cache), :mod:`._service` (actors and the entry point). The
+scenario op ``project`` is adapted in :mod:`gliding_actors.scenario._ops.l3`.
 """
 
 from gliding_actors.l3._frames import (

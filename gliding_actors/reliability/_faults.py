@@ -30,7 +30,7 @@ right there — with whatever is in flight staying in flight:
 
 After every delivery the coherence invariants registered for scenarios run
 (single writer, data value, versions never go back, write-through lines in L0:
-the very functions of ``coherence/_scenario.py``, through the invariant
+the very functions of ``scenario/_ops/coherence.py``, through the invariant
 registry). Their record of completed writes is fed by the ops' completions;
 a loss is forgiven only when a directory *reports* it: each time recovery
 serves a line from home in place of a dead cache's copy it appends
@@ -59,7 +59,7 @@ from typing import Any
 from gliding_actors.agent import Agent
 from gliding_actors.clock import VirtualClock
 from gliding_actors.coherence._hosting import cache_name
-from gliding_actors.coherence._scenario import _Truth, _truth
+from gliding_actors.scenario._ops.coherence import _Truth, _truth
 from gliding_actors.coherence._states import D_SD
 from gliding_actors.config import Config
 from gliding_actors.errors import ActorUnavailable, GlidingError, Timeout

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gliding_actors.coherence._scenario import _agreement, _AgreementLog, agreement_everywhere
+from gliding_actors.scenario._ops.coherence import _agreement, _AgreementLog, agreement_everywhere
 from gliding_actors.runtime import Simulator
 from gliding_actors.scenario import load_scenario_text, replay
 from gliding_actors.scenario._invariants import invariant

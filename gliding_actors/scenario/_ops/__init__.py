@@ -1,10 +1,12 @@
 """Op implementations for scenario replay, registered by name.
 
 The loader knows every op of format v1 (see ``_opspecs``); this registry knows
-which of them this build can *run*. Each layer registers its ops with
-:func:`implements` in its own module, listed in :data:`_PROVIDERS`, so adding
-a layer adds its ops without touching the engine. An op's implementation
-issues the operation and returns a future of its result mapping (the spec's
+which of them this build can *run*. The ops of each layer are adapted in a
+module of this package named after it (``coherence``, ``l1``, ``l2``, ...),
+listed in :data:`_PROVIDERS` and registered with :func:`implements`: the
+layers themselves know nothing of scenarios, and adding a layer's ops does not
+touch the engine. An op's implementation issues the operation through the
+agent's public API and returns a future of its result mapping (the format's
 result keys); it must not wait, so parallel blocks really interleave.
 """
 
@@ -15,7 +17,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gliding_actors.runtime import Future, MappedFuture
+from gliding_actors.runtime import Future
 
 if TYPE_CHECKING:
     from gliding_actors.agent import Agent
@@ -49,14 +51,9 @@ OpImpl = Callable[[ReplayWorld, "OpStep"], Future[Mapping[str, Any]]]
 _IMPLS: dict[str, OpImpl] = {}
 
 #: modules whose import registers op implementations
-_PROVIDERS: tuple[str, ...] = (
-    "gliding_actors.scenario._ops",
-    "gliding_actors.coherence._scenario",
-    "gliding_actors.l2._scenario",
-    "gliding_actors.l1._scenario",
-    "gliding_actors.l3._scenario",
-    "gliding_actors.hyperspace._scenario",
-    "gliding_actors.context._scenario",
+_PROVIDERS: tuple[str, ...] = tuple(
+    f"gliding_actors.scenario._ops.{layer}"
+    for layer in ("bus", "coherence", "l2", "l1", "l3", "hyperspace", "context")
 )
 _loaded = False
 
@@ -88,36 +85,3 @@ def implementation(name: str) -> OpImpl | None:
 def implemented_ops() -> list[str]:
     _load_providers()
     return sorted(_IMPLS)
-
-
-def _result(keys: Callable[[Any], Mapping[str, Any]], future: Future[Any]) -> Future[Mapping[str, Any]]:
-    return MappedFuture(future, keys)
-
-
-# -- MemoryBus ops -------------------------------------------------------------
-
-
-@implements("subscribe")
-def _subscribe(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
-    return _result(lambda _none: {}, world.agent(step).submit_subscribe(step.args["topic"]))
-
-
-@implements("unsubscribe")
-def _unsubscribe(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
-    return _result(lambda _none: {}, world.agent(step).submit_unsubscribe(step.args["topic"]))
-
-
-@implements("publish")
-def _publish(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
-    future = world.agent(step).submit_publish(step.args["topic"], step.args["message"])
-    return _result(lambda r: {"seq": r["seq"], "delivered": r["delivered"]}, future)
-
-
-@implements("inbox")
-def _inbox(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
-    # ``messages`` are the published objects as written, so a file can expect
-    # exactly what its publisher sent; ``events`` adds topic, seq and publisher.
-    return _result(
-        lambda events: {"messages": [e["message"] for e in events], "events": events},
-        world.agent(step).submit_inbox(),
-    )
