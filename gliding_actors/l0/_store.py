@@ -32,7 +32,6 @@ import msgpack
 import plyvel
 
 from gliding_actors.clock import Clock
-from gliding_actors.config import L0Config
 from gliding_actors.errors import (
     ConflictError,
     CorruptRecord,
@@ -41,6 +40,7 @@ from gliding_actors.errors import (
     StorageError,
 )
 from gliding_actors.l0 import _keys as K
+from gliding_actors.l0._config import L0Config
 from gliding_actors.l0._canonical import JSON_ERRORS, canonical, check_json
 from gliding_actors.l0._entry import (
     _EMPTY,

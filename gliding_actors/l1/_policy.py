@@ -16,25 +16,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gliding_actors.errors import ConfigError
-from gliding_actors.roles import ROLES
+from gliding_actors.config import POLICY_KEYS, L1Config
 
-if TYPE_CHECKING:
-    from gliding_actors.config import L1Config
-
-__all__ = ["POLICY_KEYS", "EvictionPolicy", "cosine", "parse_role_overrides"]
-
-#: the ``l1`` keys a role may override (everything but ``counter`` and ``roles``)
-POLICY_KEYS: tuple[str, ...] = (
-    "token_budget",
-    "relevance_threshold",
-    "safe_window_s",
-    "beta",
-    "w_recency",
-    "w_cost",
-)
+__all__ = ["POLICY_KEYS", "EvictionPolicy", "cosine"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,38 +63,3 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     if na == 0.0 or nb == 0.0:
         return 0.0
     return dot / (na * nb)
-
-
-def parse_role_overrides(
-    raw: Any, path: tuple[str, ...], base: Mapping[str, Mapping[str, Any]] | None
-) -> dict[str, dict[str, Any]]:
-    """Validate ``l1.roles`` (``{role: {policy key: value}}``) and lay it over ``base``'s.
-
-    Each value is checked exactly as the same key of the ``l1`` section is
-    (type and range), so ``roles: {DA: {beta: 2}}`` is a ConfigError naming
-    ``l1.roles.DA.beta``.
-    """
-    from gliding_actors.config import L1Config, _coerce  # config imports this module lazily
-
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{'.'.join(path)} must be a mapping of role to overrides", path=path)
-    fields = {f.name: f for f in dataclasses.fields(L1Config)}
-    merged: dict[str, dict[str, Any]] = {role: dict(values) for role, values in (base or {}).items()}
-    for role, overrides in raw.items():
-        where = (*path, str(role))
-        if role not in ROLES:
-            raise ConfigError(f"{'.'.join(where)}: unknown role {role!r}; roles are {', '.join(ROLES)}", path=where)
-        if not isinstance(overrides, Mapping):
-            raise ConfigError(f"{'.'.join(where)} must be a mapping of l1 keys", path=where)
-        checked: dict[str, Any] = {}
-        for key, value in overrides.items():
-            if key not in POLICY_KEYS:
-                raise ConfigError(
-                    f"unknown key {'.'.join((*where, str(key)))!r} (a role may set {', '.join(POLICY_KEYS)})",
-                    path=(*where, str(key)),
-                )
-            field = fields[key]
-            hint = type(getattr(L1Config(), key))
-            checked[key] = _coerce(hint, value, (*where, key), field.metadata.get("range"))
-        merged.setdefault(role, {}).update(checked)
-    return {role: dict(sorted(merged[role].items())) for role in sorted(merged)}
