@@ -29,7 +29,7 @@ The model is Erlang/OTP's ``one_for_one`` supervisor with a restart intensity
   restarted self; its record lives in :class:`Supervision`, outside it.
 * **Fault injection** for any supervised actor: ``{"t": "supervision.crash"}``
   sent from outside the actor system raises
-  :class:`~gliding_actors.coherence._hosting.InjectedCrash` inside the actor
+  :class:`~gliding_actors.runtime.InjectedCrash` inside the actor
   (the asker gets ``ActorCrashed``); with ``"on": "next"`` it arms the actor
   instead, and the *next* message it handles crashes before the behaviour sees
   it — a request in flight when the actor dies. ``{"t": "supervision.ping"}``
@@ -44,16 +44,12 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.clock import Clock
-from gliding_actors.coherence._hosting import InjectedCrash
 from gliding_actors.errors import InvalidInput
-from gliding_actors.runtime import Behaviour, Context
-
-if TYPE_CHECKING:
-    from gliding_actors.system import MemorySystem
+from gliding_actors.runtime import Behaviour, Context, InjectedCrash
 
 __all__ = [
     "CRASH_TOPIC",
@@ -63,7 +59,6 @@ __all__ = [
     "RestartLimitReached",
     "Supervision",
     "SupervisorActor",
-    "supervision_summary",
 ]
 
 SUPERVISOR_ACTOR = "supervisor"
@@ -329,8 +324,3 @@ class SupervisorActor:
             return self._supervision.summary()
         raise InvalidInput(f"unknown supervisor request {message!r}")
 
-
-def supervision_summary(system: MemorySystem) -> dict[str, Any]:
-    """The bench's entry point: ``{"supervised", "crashes", "restarts", "stopped",
-    "max_restarts", "restart_window_s", "actors": {name: record}}``."""
-    return system.supervision()

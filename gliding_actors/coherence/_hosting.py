@@ -28,7 +28,7 @@ from gliding_actors.coherence._messages import CLIENT, Msg, Value
 from gliding_actors.errors import ActorUnavailable, ConflictError, GlidingError, InvalidInput
 from gliding_actors.l2._graph_writer import FENCE, FENCED, GRAPH_ACTOR, PUTS
 from gliding_actors.metrics._counters import ActorTally
-from gliding_actors.runtime import DEFERRED, RUNTIME_SENDER, Context, ReplyToken
+from gliding_actors.runtime import DEFERRED, RUNTIME_SENDER, Context, InjectedCrash, ReplyToken
 
 #: Bus topic of every completed write or delete: ``{"iri", "version", "agent"}``.
 #: Whatever was derived from a line (L3 views, L1 turns citing it) listens here.
@@ -116,15 +116,6 @@ class SnapshotBoard:
             agent: {iri: (state, unpack_value(packed), version) for iri, (state, packed, version) in view.items()}
             for agent, view in views.items()
         }
-
-
-class InjectedCrash(RuntimeError):
-    """Raised inside an actor on purpose (``{"t": "crash"}``): fault injection.
-
-    Not a :class:`~gliding_actors.errors.GlidingError`, so the runtime treats
-    it as the real crash it simulates: deferred replies fail with
-    ``ActorCrashed``, the supervisor is told, and the actor is rebuilt.
-    """
 
 
 def _error(name: str, text: str) -> GlidingError:

@@ -44,6 +44,7 @@ __all__ = [
     "Behaviour",
     "Context",
     "Future",
+    "InjectedCrash",
     "ReplyToken",
     "Runtime",
 ]
@@ -67,6 +68,16 @@ DRIVER_ONLY = "driver-only"
 :data:`IN_DRIVER`, but reachable only from the driver and its hosted actors (a
 send from the cluster is a dead letter). It saves the relay, a Ray worker
 process, for a service nothing on the cluster talks to."""
+
+
+class InjectedCrash(RuntimeError):
+    """Raised inside an actor on purpose: fault injection (a cache's or a
+    directory's ``{"t": "crash"}``, any supervised actor's ``supervision.crash``).
+
+    Not a :class:`~gliding_actors.errors.GlidingError`, so the runtime treats
+    it as the real crash it simulates: deferred replies fail with
+    ``ActorCrashed``, the supervisor is told, and the actor is rebuilt.
+    """
 
 
 class _Deferred:

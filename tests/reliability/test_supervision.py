@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from gliding_actors import MemorySystem
-from gliding_actors._supervision import CRASH_TOPIC, SUPERVISOR_ACTOR, supervision_summary
+from gliding_actors._supervision import CRASH_TOPIC, SUPERVISOR_ACTOR
 from gliding_actors.agent import Agent
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import (
@@ -312,7 +312,7 @@ def test_every_actor_the_system_spawns_is_supervised(memory: MemorySystem) -> No
         "l3:worker:0", "l3:views", "hyperspace", "scheduler", "prefetch",
     }  # fmt: skip
     assert actors == expected
-    summary = supervision_summary(memory)
+    summary = memory.supervision()
     assert (summary["supervised"], summary["crashes"], summary["restarts"], summary["stopped"]) == (
         11,
         0,
