@@ -702,7 +702,7 @@ class MemorySystem:
         The protocol also recovers from a crash in the middle of one (a
         reborn cache answers what was sent to its dead self; a rebuilt
         directory places copies caught mid-transaction); the simulator's
-        fault injector exercises that (``gliding_actors.reliability._faults``,
+        fault injector exercises that (``tools.reliability._faults``,
         docs/COHERENCE.md "Crashes").
 
         * ``agent:ID``: the agent's cache crashes and restarts empty; every

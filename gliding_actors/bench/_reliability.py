@@ -1,7 +1,9 @@
 """``gliding-actors bench reliability``: kills, injected faults, fuzzing and load, in one run.
 
-Four harnesses from :mod:`gliding_actors.reliability`, each counting what it
-found rather than asserting, so every figure is printed even when one fails:
+Four harnesses from the checkout's ``tools/reliability/`` (test rigs, not part
+of the installed package: :mod:`gliding_actors.bench._tools` loads them), each
+counting what it found rather than asserting, so every figure is printed even
+when one fails:
 
 * **kills** — a workload SIGKILLed at random points; ``lost_writes`` counts
   acknowledged write-through and flushed writes missing from L0 afterwards;
@@ -24,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gliding_actors.reliability._load import LOAD_FULL, LOAD_QUICK, LoadSize
+from gliding_actors.bench._tools import import_tool
 
 __all__ = ["run"]
 
@@ -33,8 +35,9 @@ KILLS = (100, 200)
 FAULT_SEEDS = (200, 1000)
 FAULT_STEPS = (400, 1000)
 FUZZ_EXAMPLES = (2000, 20000)
-#: the load sizes; the full one is 64 agent threads x 10,000 ops on 1,000 lines (about 30 min here)
-LOAD: tuple[LoadSize, LoadSize] = (LOAD_QUICK, LOAD_FULL)
+#: the load sizes (quick, full); None: the harness's own LOAD_QUICK and LOAD_FULL (the full one is
+#: 64 agent threads x 10,000 ops on 1,000 lines, about 30 min here)
+LOAD: tuple[dict[str, int], dict[str, int]] | None = None
 SEED = 20261130
 
 
@@ -43,10 +46,11 @@ def run(quick: bool = False) -> dict[str, Any]:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from gliding_actors.reliability._faults import run_faults
-    from gliding_actors.reliability._fuzz import run_fuzz
-    from gliding_actors.reliability._kill import run_kills
-    from gliding_actors.reliability._load import run_load
+    run_faults = import_tool("reliability._faults").run_faults
+    run_fuzz = import_tool("reliability._fuzz").run_fuzz
+    run_kills = import_tool("reliability._kill").run_kills
+    load_harness = import_tool("reliability._load")
+    run_load = load_harness.run_load
 
     size = 0 if quick else 1
     started = time.perf_counter()
@@ -64,7 +68,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         kills_task = bar.add_task("kills", total=KILLS[size])
         faults_task = bar.add_task("faults", total=FAULT_SEEDS[size])
         fuzz_task = bar.add_task("fuzz", total=FUZZ_EXAMPLES[size])
-        load_config = LOAD[size]
+        load_config = (LOAD or (load_harness.LOAD_QUICK, load_harness.LOAD_FULL))[size]
         load_task = bar.add_task("load", total=load_config["agents"] * load_config["ops_per_agent"])
 
         t0 = time.perf_counter()

@@ -255,7 +255,7 @@ class DirectoryController:
         GetM's Data or Inv-Acks: the line is freed here at once while other
         caches may still be giving it up (an Inv or Fwd-GetM to them in flight
         or deferred), so a new owner could meet a copy not yet surrendered.
-        The fault injector (``gliding_actors.reliability._faults``) crashes a
+        The fault injector (``tools.reliability._faults``) crashes a
         cache only outside (a) and (b).
         """
         out: Out = []

@@ -16,7 +16,7 @@ import pytest
 
 from gliding_actors.agent import MAX_VALUE_DEPTH
 from gliding_actors.errors import InvalidInput
-from gliding_actors.reliability._fuzz import memory_snapshot, snapshot_diff
+from tools.reliability._fuzz import memory_snapshot, snapshot_diff
 from gliding_actors.system import MemorySystem
 
 

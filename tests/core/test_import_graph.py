@@ -41,7 +41,7 @@ ABOVE_FACADE = (
     "gliding_actors.cli",
     "gliding_actors.bench.*",
     "gliding_actors.scenario.*",
-    "gliding_actors.reliability.*",
+    "tools.reliability.*",
     "gliding_actors.integrations.*",
     "gliding_actors.metrics._exporter",
     "gliding_actors.skills._cli",

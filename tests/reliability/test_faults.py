@@ -18,7 +18,7 @@ from gliding_actors.clock import VirtualClock
 from gliding_actors.coherence._cache import CacheController
 from gliding_actors.coherence._directory import DictHome, DirectoryController
 from gliding_actors.errors import ActorCrashed
-from gliding_actors.reliability._faults import FaultPlan, _crashable, run_faults
+from tools.reliability._faults import FaultPlan, _crashable, run_faults
 from gliding_actors.runtime import Simulator
 
 X = "plan:x"

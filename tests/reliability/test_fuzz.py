@@ -1,6 +1,6 @@
 """Fuzzing bad input (issue 11): only typed errors, a refused input changes nothing, nothing is fetched.
 
-The generators and the oracle are ``gliding_actors.reliability._fuzz``; here
+The generators and the oracle are ``tools.reliability._fuzz``; here
 hypothesis drives the same generators (``st.randoms``: every choice is a
 hypothesis draw, so a failure shrinks), and ``run_fuzz`` — the bench's entry
 point — is checked for determinism. The regressions for what fuzzing found
@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gliding_actors.errors import InvalidInput
-from gliding_actors.reliability._fuzz import (
+from tools.reliability._fuzz import (
     SURFACES,
     Fuzzer,
     RemoteServer,

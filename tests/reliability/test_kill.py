@@ -1,6 +1,6 @@
 """Kill tests: SIGKILL a team of agents at random points; every promise survives.
 
-The harness is :mod:`gliding_actors.reliability._kill` (also behind
+The harness is :mod:`tools.reliability._kill` (also behind
 ``gliding-actors bench reliability``); its docstring lists what is checked
 after each restart. Here the counts it reports must be zero, the kills must
 have landed in a working team, and a child that breaks the promise on
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gliding_actors.reliability._kill import KillReport, run_kills
+from tools.reliability._kill import KillReport, run_kills
 
 SEED = 20261130
 

@@ -18,7 +18,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gliding_actors.errors import InvalidInput
-from gliding_actors.reliability._lincheck import (
+from tools.reliability._lincheck import (
     CheckResult,
     HistoryRecorder,
     Op,

@@ -19,8 +19,8 @@ import pytest
 import gliding_actors.coherence._hosting as hosting
 from gliding_actors.coherence._directory import DirectoryController
 from gliding_actors.errors import InvalidInput
-from gliding_actors.reliability._lincheck import check_history, count_anomalies
-from gliding_actors.reliability._load import (
+from tools.reliability._lincheck import check_history, count_anomalies
+from tools.reliability._load import (
     LOAD_FULL,
     LOAD_TEST,
     _slope_mb_per_min,

@@ -47,7 +47,8 @@ from gliding_actors.l1 import is_archive_iri
 __all__ = ["KillReport", "run_kills"]
 
 CRITICAL = "confirmed_fact"
-CHILD_MODULE = "gliding_actors.reliability._kill_child"
+#: the workload, run as a script (it imports only the installed package)
+CHILD_SCRIPT = Path(__file__).with_name("_kill_child.py")
 
 #: a promise: the line must be in L0 at version >= v, holding ``value`` at exactly v
 Promise = tuple[str, int, dict[str, Any], bool]
@@ -108,7 +109,7 @@ def _run_and_kill(memory_path: Path, journal: Path, seed: int, delay: float, mod
     Returns None, or why the child died on its own before the kill.
     """
     proc = subprocess.Popen(
-        [sys.executable, "-m", CHILD_MODULE, str(memory_path), str(journal), str(seed), mode],
+        [sys.executable, str(CHILD_SCRIPT), str(memory_path), str(journal), str(seed), mode],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -46,7 +46,7 @@ exponential) is reported *undecided*, never passed.
 
 The recording side is :class:`HistoryRecorder` (thread-safe, monotonic
 ``perf_counter_ns`` timestamps): the load harness
-(:mod:`gliding_actors.reliability._load`) records with it, and
+(:mod:`tools.reliability._load`) records with it, and
 :func:`count_anomalies` names the two classic failures directly (lost
 updates, stale reads) so a report can say *what* went wrong, not only that
 something did.

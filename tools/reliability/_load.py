@@ -17,9 +17,9 @@ delete (SA agents only)      5 %    tombstones; other roles write instead
 Roles cycle SA, PA, DA, CA, AA: all may read, create and update in
 ``shared`` (where the lines live), only SA may delete there, so no op is
 refused for want of a right. Every op is recorded in a
-:class:`~gliding_actors.reliability._lincheck.HistoryRecorder` (invocation and
+:class:`~tools.reliability._lincheck.HistoryRecorder` (invocation and
 response on the monotonic clock) and the whole history is checked line by
-line with :func:`~gliding_actors.reliability._lincheck.check_history`.
+line with :func:`~tools.reliability._lincheck.check_history`.
 
 Every wait has a timeout. An op that times out or finds its actor unavailable
 is recorded as pending (it may have taken effect or not); a cas that loses is
@@ -55,12 +55,13 @@ from gliding_actors.errors import (
     PermissionDenied,
     Timeout,
 )
-from gliding_actors.reliability._lincheck import HistoryRecorder, Op, check_history, count_anomalies
+from gliding_actors.metrics import rss_mb
+from tools.reliability._lincheck import HistoryRecorder, Op, check_history, count_anomalies
 
 if TYPE_CHECKING:
     from gliding_actors.system import MemorySystem
 
-__all__ = ["LOAD_FULL", "LOAD_QUICK", "LOAD_TEST", "LoadSize", "record_load", "rss_mb", "run_load", "run_soak"]
+__all__ = ["LOAD_FULL", "LOAD_QUICK", "LOAD_TEST", "LoadSize", "record_load", "run_load", "run_soak"]
 
 
 
@@ -82,16 +83,6 @@ LOAD_TEST: LoadSize = {"agents": 8, "ops_per_agent": 300, "lines": 50}
 ROLE_CYCLE = ("SA", "PA", "DA", "CA", "AA")
 CRITICAL_TAG = "confirmed_fact"
 LINE_PREFIX = "urn:gliding-actors:load:line-"
-
-
-def rss_mb() -> float:
-    """This process's resident set size now, in MiB (``/proc/self/statm``; ru_maxrss elsewhere)."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as statm:
-            resident_pages = int(statm.read().split()[1])
-        return resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux: the peak, not now
 
 
 def line_iri(n: int) -> str:

@@ -1,6 +1,6 @@
 """The workload the kill harness SIGKILLs: a team of agents writing until it dies.
 
-usage: python -m gliding_actors.reliability._kill_child MEMORY_PATH JOURNAL_PATH SEED [honest|lying]
+usage: python tools/reliability/_kill_child.py MEMORY_PATH JOURNAL_PATH SEED [honest|lying]
 
 Opens ``MemorySystem.open(MEMORY_PATH)`` on the threads runtime, prints
 ``ready`` and runs, until killed:
