@@ -1,6 +1,6 @@
 """``bench scaling``: the coherence workload on 1, 2 and 4 directory shards, on Ray and on threads.
 
-The workload (:class:`~gliding_actors.coherence._distributed.WorkloadSpec`):
+The workload (:class:`~gliding_actors.bench._workload.WorkloadSpec`):
 ``agents`` agents, each an actor holding its own cache (so a read hit is a
 lookup in the agent's process), closed loop with one op in flight, 90 %
 reads / 10 % writes over 200 lines, the same plan on every runtime. Each
@@ -31,7 +31,8 @@ import tempfile
 import time
 from typing import Any
 
-from gliding_actors.coherence._distributed import ShardRecipe, TeamMember, WorkloadSpec
+from gliding_actors.bench._workload import TeamMember, WorkloadSpec
+from gliding_actors.coherence._distributed import ShardRecipe
 from gliding_actors.coherence._hosting import cache_name
 from gliding_actors.runtime import Runtime, ThreadsRuntime
 from gliding_actors.runtime._baselines import raw_pykka_echo, raw_ray_echo

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from gliding_actors.coherence._distributed import ShardRecipe, TeamMember, WorkloadSpec
+from gliding_actors.bench._workload import TeamMember, WorkloadSpec
+from gliding_actors.coherence._distributed import ShardRecipe
 from gliding_actors.coherence._hosting import cache_name
 from gliding_actors.errors import ActorCrashed, InvalidInput
 from gliding_actors.runtime import ThreadsRuntime

@@ -26,14 +26,8 @@ import pytest
 
 from gliding_actors.errors import ActorUnavailable, InvalidInput
 from gliding_actors.runtime import _ray_cluster as rc
-from gliding_actors.runtime._ray_cluster import (
-    LocalRayCluster,
-    RayConnection,
-    foreign_in,
-    foreign_sockets,
-    parse_proc_net,
-    parse_ss,
-)
+from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection
+from loopback_audit import _proc_sockets, foreign_in, foreign_sockets, parse_proc_net, parse_ss
 
 # --------------------------------------------------------------- socket parsers
 
@@ -119,7 +113,7 @@ def test_proc_sockets_decode_this_process_real_listeners() -> None:
     held = [_listener("127.0.0.1"), _listener("0.0.0.0"), _listener("::1")]
     try:
         ports = [s.getsockname()[1] for s in held]
-        entries = rc._proc_sockets([os.getpid()])
+        entries = _proc_sockets([os.getpid()])
         mine = {(e.local, e.state) for e in entries}
         assert (f"127.0.0.1:{ports[0]}", "LISTEN") in mine
         assert (f"0.0.0.0:{ports[1]}", "LISTEN") in mine
@@ -361,7 +355,7 @@ def test_no_socket_of_the_cluster_or_the_driver_leaves_loopback(
     pids = ray_cluster.pids()
     # not vacuous: the cluster's processes do hold the listeners on the pinned ports
     listening = {
-        int(e.local.rsplit(":", 1)[1]) for e in rc._proc_sockets(pids) if e.state == "LISTEN"
+        int(e.local.rsplit(":", 1)[1]) for e in _proc_sockets(pids) if e.state == "LISTEN"
     }
     head = ray_cluster.ports()[0]
     assert {

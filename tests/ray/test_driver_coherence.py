@@ -25,7 +25,8 @@ from gliding_actors.coherence._hosting import CacheActor, SnapshotBoard, cache_n
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.runtime import IN_DRIVER
 from gliding_actors.runtime._ray import RayRuntime
-from gliding_actors.runtime._ray_cluster import LocalRayCluster, foreign_sockets
+from gliding_actors.runtime._ray_cluster import LocalRayCluster
+from loopback_audit import foreign_sockets
 
 pytestmark = pytest.mark.ray
 

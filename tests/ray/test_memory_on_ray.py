@@ -27,7 +27,8 @@ from gliding_actors.clock import SystemClock
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.l0 import L0Store
 from gliding_actors.runtime._ray import RayRuntime
-from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection, foreign_sockets
+from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection
+from loopback_audit import foreign_sockets
 
 pytestmark = pytest.mark.ray
 

@@ -24,7 +24,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from gliding_actors.coherence._distributed import ShardRecipe, TeamMember
+from gliding_actors.bench._workload import TeamMember
+from gliding_actors.coherence._distributed import ShardRecipe
 from gliding_actors.coherence._hosting import cache_name
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.errors import ActorUnavailable

@@ -28,7 +28,8 @@ from gliding_actors.errors import (
 )
 from gliding_actors.runtime import DEFERRED, IN_DRIVER, Context, create_runtime
 from gliding_actors.runtime._ray import RayRuntime, decode_reply, encode_reply
-from gliding_actors.runtime._ray_cluster import LocalRayCluster, foreign_sockets
+from gliding_actors.runtime._ray_cluster import LocalRayCluster
+from loopback_audit import foreign_sockets
 
 pytestmark = pytest.mark.ray
 
@@ -278,8 +279,11 @@ def test_a_clock_neither_the_system_nor_virtual_is_refused() -> None:
 _LOCAL_RUN = """
 import json, os
 from gliding_actors.runtime._ray import RayRuntime
-from gliding_actors.runtime._ray_cluster import foreign_sockets
 import importlib.util, sys
+audit_spec = importlib.util.spec_from_file_location("loopback_audit", "tests/ray/loopback_audit.py")
+audit = importlib.util.module_from_spec(audit_spec)
+audit_spec.loader.exec_module(audit)
+foreign_sockets = audit.foreign_sockets
 spec = importlib.util.spec_from_file_location("runtime_contract", "tests/runtime/test_runtime_backends.py")
 contract = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = contract
