@@ -282,6 +282,7 @@ from gliding_actors.runtime._ray import RayRuntime
 import importlib.util, sys
 audit_spec = importlib.util.spec_from_file_location("loopback_audit", "tests/ray/loopback_audit.py")
 audit = importlib.util.module_from_spec(audit_spec)
+sys.modules[audit_spec.name] = audit
 audit_spec.loader.exec_module(audit)
 foreign_sockets = audit.foreign_sockets
 spec = importlib.util.spec_from_file_location("runtime_contract", "tests/runtime/test_runtime_backends.py")
