@@ -342,7 +342,16 @@ class MemorySystem:
                     raise InvalidInput(f"agent {agent_id!r} already has role {existing.role}, not {role}")
                 return existing
             self._spawn_cache(agent_id)
-            start_session(self, agent_id, role)  # L1: the agent's summary chain
+            start_session(  # L1: the agent's summary chain
+                agent_id,
+                role,
+                config=self.config.l1,
+                store=self._l0,
+                store_lock=self._l0_lock,
+                clock=self.clock,
+                spawn=self.spawn_supervised,
+                bus=self._runtime.lookup(BUS_ACTOR),
+            )
             self._runtime.lookup(BLACKBOARD_ACTOR).ask({"t": "register", "agent": agent_id, "role": role}).get()
             handle = Agent(self, agent_id, role)
             if self._recorder is not None:

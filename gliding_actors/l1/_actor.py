@@ -30,10 +30,9 @@ archive in L0 keeps every turn, and numbering resumes after the highest block.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.clock import Clock
 from gliding_actors.coherence._hosting import LINE_CHANGED
 from gliding_actors.errors import InvalidInput
@@ -47,8 +46,10 @@ from gliding_actors.runtime import Context
 if TYPE_CHECKING:
     import threading
 
+    from gliding_actors.clock import Clock
+    from gliding_actors.config import L1Config
     from gliding_actors.l2._registry import LineGraphs
-    from gliding_actors.system import MemorySystem
+    from gliding_actors.runtime import ActorRef
 
 __all__ = ["SessionActor", "session_actor_name", "start_session", "turn_request"]
 
@@ -261,8 +262,23 @@ class SessionActor:
         raise InvalidInput(f"unknown session request {kind!r}")
 
 
-def start_session(system: MemorySystem, agent: str, role: str, *, embedder: Embedder | None = None) -> None:
+def start_session(
+    agent: str,
+    role: str,
+    *,
+    config: L1Config,
+    store: L0Store,
+    store_lock: threading.Lock,
+    clock: Clock,
+    spawn: Callable[[str, Callable[[], Any]], None],
+    bus: ActorRef[Any],
+    embedder: Embedder | None = None,
+) -> None:
     """Spawn ``agent``'s session actor and subscribe it to ``line.changed`` (waits for the bus).
+
+    Its collaborators are passed in: the ``l1`` section of the configuration,
+    L0 (where turns are archived) with the lock its writers share, the clock,
+    ``spawn`` (the system's supervised spawn) and the bus.
 
     ``embedder`` (see :class:`~gliding_actors.l1.Embedder`) is None when
     :meth:`MemorySystem.agent` starts a session: the session is not connected
@@ -270,12 +286,8 @@ def start_session(system: MemorySystem, agent: str, role: str, *, embedder: Embe
     to explicit embeddings), and a query *text* is refused with
     ``InvalidInput``.
     """
-    config = system.config.l1
     policy = EvictionPolicy.from_config(config, role)
     counter = get_counter(config.counter)
-    store = system.l0
-    lock = system._l0_lock
-    clock = system.clock
     name = session_actor_name(agent)
 
     previous: list[SessionActor] = []
@@ -291,15 +303,12 @@ def start_session(system: MemorySystem, agent: str, role: str, *, embedder: Embe
         the commit keeps its number (never reused) and stays out of the chain.
         """
         actor = SessionActor(
-            agent, role, store=store, lock=lock, clock=clock, policy=policy, counter=counter, embedder=embedder
+            agent, role, store=store, lock=store_lock, clock=clock, policy=policy, counter=counter, embedder=embedder
         )
         if previous:
             actor.session, actor.blocks = previous[0].session, previous[0].blocks
         previous[:] = [actor]
         return actor
 
-    runtime = system.runtime
-    system.spawn_supervised(name, build)
-    runtime.lookup(BUS_ACTOR).ask(
-        {"type": "subscribe", "topic": LINE_CHANGED, "subscriber": name, "mode": "push"}
-    ).get()
+    spawn(name, build)
+    bus.ask({"type": "subscribe", "topic": LINE_CHANGED, "subscriber": name, "mode": "push"}).get()

@@ -57,17 +57,14 @@ NOT_YET: frozenset[str] = frozenset(
     {
         "below the facade, gliding_actors.context._service imports gliding_actors.system",
         "below the facade, gliding_actors.hyperspace._service imports gliding_actors.system",
-        "below the facade, gliding_actors.l1._actor imports gliding_actors.system",
         "below the facade, gliding_actors.l3._service imports gliding_actors.system",
         "below the facade, gliding_actors.metrics._stats imports gliding_actors.system",
-        "import cycle between context, gliding_actors, gliding_actors._aio, gliding_actors.agent, gliding_actors.system, hyperspace, l1, l3, metrics, scenario: "
+        "import cycle between context, gliding_actors, gliding_actors._aio, gliding_actors.agent, gliding_actors.system, hyperspace, l3, metrics, scenario: "
         "gliding_actors, "
         "gliding_actors._aio, "
         "gliding_actors.agent, "
         "gliding_actors.context._service, "
         "gliding_actors.hyperspace._service, "
-        "gliding_actors.l1, "
-        "gliding_actors.l1._actor, "
         "gliding_actors.l3, "
         "gliding_actors.l3._framer, "
         "gliding_actors.l3._service, "
