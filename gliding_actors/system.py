@@ -44,7 +44,7 @@ from gliding_actors.config import Config
 from gliding_actors.context._service import PREFETCH_ACTOR, SCHEDULER_ACTOR, ContextService
 from gliding_actors.errors import ActorCrashed, ActorUnavailable, InvalidInput, StorageError
 from gliding_actors.hyperspace._service import HYPERSPACE_ACTOR, HyperspaceService
-from gliding_actors.l0 import L0Store
+from gliding_actors.l0 import SHARDS_DIR, L0Store
 from gliding_actors.l1 import is_archive_iri, session_actor_name, start_session
 from gliding_actors.l1._tokens import get_counter
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor, BlackboardState
@@ -78,9 +78,6 @@ class _Distributed(Protocol):
 
     def wait_quiescent(self, timeout: float | None = None) -> None: ...
 
-
-#: The folder of a sharded L0 (``l0.sharded``): one LevelDB per directory shard, and the layout file.
-SHARDS_DIR = "l0-shards"
 _LAYOUT = "LAYOUT.json"
 
 

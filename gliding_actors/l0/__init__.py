@@ -10,12 +10,13 @@ reads); :class:`L0Actor` hosts one on the actor runtime as the single writer.
 
 from gliding_actors.l0._actor import L0Actor
 from gliding_actors.l0._entry import MESI_STATES, L0Entry
-from gliding_actors.l0._keys import FORMAT_VERSION, is_valid_iri, is_valid_label
+from gliding_actors.l0._keys import FORMAT_VERSION, SHARDS_DIR, is_valid_iri, is_valid_label
 from gliding_actors.l0._store import UNSET, L0Store
 
 __all__ = [
     "FORMAT_VERSION",
     "MESI_STATES",
+    "SHARDS_DIR",
     "UNSET",
     "L0Actor",
     "L0Entry",

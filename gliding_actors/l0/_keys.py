@@ -35,6 +35,7 @@ __all__ = [
     "META_FORMAT",
     "NODE",
     "SEP",
+    "SHARDS_DIR",
     "TAG",
     "TOMBSTONE",
     "TYPE",
@@ -51,6 +52,10 @@ __all__ = [
 #: 1: nodes, access keys, indexes. 2: adds tombstones (``d:``); a format-1
 #: database is upgraded in place on open (only the format key changes).
 FORMAT_VERSION = 2
+
+#: The folder, under a memory's directory, of a sharded L0 (config ``l0.sharded``):
+#: one LevelDB per directory shard, and the layout file.
+SHARDS_DIR = "l0-shards"
 
 META_FORMAT = b"\x00meta:format"
 META_PREFIX = b"\x00meta:"

@@ -9,16 +9,60 @@ runtime's ask timeout. L0's record count is a key-only scan of the store.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gliding_actors.errors import ActorUnavailable, GlidingError
+from gliding_actors.l0 import SHARDS_DIR
 from gliding_actors.l1 import session_actor_name
 
 if TYPE_CHECKING:
-    from gliding_actors.system import MemorySystem
+    from gliding_actors.coherence._home import L2Stats
+    from gliding_actors.config import Config
+    from gliding_actors.l0 import L0Store
+    from gliding_actors.l2._blackboard import BlackboardState
+    from gliding_actors.l2._registry import LineGraphs
+    from gliding_actors.metrics._counters import SystemCounters
+    from gliding_actors.runtime import Runtime
 
-__all__ = ["collect"]
+__all__ = ["StatsSource", "collect"]
+
+
+class _Service(Protocol):
+    def stats(self) -> dict[str, Any]: ...
+
+
+class StatsSource(Protocol):
+    """What the figures are read from: the memory, seen through exactly what stats() needs."""
+
+    @property
+    def runtime(self) -> Runtime: ...
+    @property
+    def config(self) -> Config: ...
+    @property
+    def path(self) -> Path: ...
+    @property
+    def l0(self) -> L0Store: ...
+
+    @property
+    def directories(self) -> tuple[str, ...]: ...
+    @property
+    def counters(self) -> SystemCounters: ...
+    @property
+    def line_graphs(self) -> LineGraphs: ...
+    @property
+    def board_state(self) -> BlackboardState: ...
+    @property
+    def l3(self) -> _Service: ...
+    @property
+    def hyperspace(self) -> _Service: ...
+    @property
+    def context(self) -> _Service: ...
+
+    def agents(self) -> Mapping[str, Any]: ...
+    def tallies_elsewhere(self, *, timeout: float | None = None) -> dict[str, dict[str, dict[str, int]]]: ...
+    def l2_stats(self, *, timeout: float | None = None) -> dict[str, L2Stats]: ...
 
 
 def _disk_bytes(path: Path) -> int:
@@ -33,7 +77,7 @@ def _disk_bytes(path: Path) -> int:
     return total
 
 
-def _l1(system: MemorySystem, timeout: float | None) -> dict[str, Any]:
+def _l1(system: StatsSource, timeout: float | None) -> dict[str, Any]:
     runtime = system.runtime
     agents = sorted(system.agents())
     asks = [runtime.lookup(session_actor_name(a)).ask({"t": "session"}) for a in agents]
@@ -56,7 +100,7 @@ def _l1(system: MemorySystem, timeout: float | None) -> dict[str, Any]:
     }
 
 
-def _l0(system: MemorySystem, timeout: float | None) -> dict[str, Any]:
+def _l0(system: StatsSource, timeout: float | None) -> dict[str, Any]:
     """Nodes and bytes on disk; with a sharded L0, the shards' too (each asked: it may run elsewhere)."""
     records = system.l0.count()
     folders = [system.path / "l0"]
@@ -67,13 +111,11 @@ def _l0(system: MemorySystem, timeout: float | None) -> dict[str, Any]:
                 records += int(ask.get(timeout))
             except ActorUnavailable:  # a stopped shard: its records are unknown, not zero
                 continue
-        from gliding_actors.system import SHARDS_DIR  # the system imports this module lazily too
-
         folders.append(system.path / SHARDS_DIR)
     return {"records": records, "bytes": sum(_disk_bytes(folder) for folder in folders)}
 
 
-def _l2(system: MemorySystem, timeout: float | None) -> dict[str, Any]:
+def _l2(system: StatsSource, timeout: float | None) -> dict[str, Any]:
     homes = list(system.l2_stats(timeout=timeout).values())
     board = system.board_state
     locks = board.locks
@@ -91,7 +133,7 @@ def _l2(system: MemorySystem, timeout: float | None) -> dict[str, Any]:
     }
 
 
-def collect(system: MemorySystem, *, timeout: float | None = None) -> dict[str, Any]:
+def collect(system: StatsSource, *, timeout: float | None = None) -> dict[str, Any]:
     """Every layer's figures now (see docs/METRICS.md for each key)."""
     counters = system.counters
     coherence = counters.coherence(system.tallies_elsewhere(timeout=timeout))
