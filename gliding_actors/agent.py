@@ -894,7 +894,7 @@ class Agent:
         self, query: str | None = None, max_tokens: int = 2000, *, task: str | None = None
     ) -> Future[dict[str, Any]]:
         """See :meth:`context`. Bad arguments raise before anything is sent."""
-        return self._system.context.submit_context(self, query, max_tokens, task)
+        return self._system.context.submit_context(self._id, self._role, query, max_tokens, task)
 
     def context(
         self,
@@ -917,7 +917,7 @@ class Agent:
 
     def submit_intent(self, entities: Iterable[str]) -> Future[dict[str, Any]]:
         """Prefetch around ``entities``; the future answers ``{prefetched, scores, entities}`` once loaded."""
-        return self._system.context.submit_intent(self, entities)
+        return self._system.context.submit_intent(self._id, self._role, entities)
 
     def intent(self, entities: Iterable[str]) -> None:
         """Say this agent is turning to ``entities``: the lines near them are loaded ahead of use.

@@ -2,11 +2,11 @@
 
 ``memory.context`` holds the :class:`ContextService`. It spawns two actors:
 
-* ``scheduler`` (:class:`SchedulerActor`) — assembles a context. The agent
-  handle first gathers, without waiting, what each layer has for the agent:
-  its L1 chain (the session actor), the L3 projection of its role's frame for
-  its current task (the projection service), and a hybrid search (the
-  hyperspace actor, which recalls dirty lines first, so recall is coherent).
+* ``scheduler`` (:class:`SchedulerActor`) — assembles a context. The service
+  first gathers, without waiting, what each layer has for the agent, after
+  one recall of the dirty lines (so what follows is coherent): its L1 chain
+  (the session actor), the L3 projection of its role's frame for its current
+  task (the projection service) and a hybrid search (the hyperspace actor).
   When all have answered, one message carries them to the scheduler, which
   reads the hits' text from home or L0 (no actor, no lock: the recall already
   brought every line home) and runs :func:`~gliding_actors.context._assemble.assemble`.
@@ -35,15 +35,17 @@ import math
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyoxigraph as ox
 
+from gliding_actors._ports import MemoryPorts
 from gliding_actors.coherence._hosting import cache_name
 from gliding_actors.context._assemble import Candidate, assemble
 from gliding_actors.context._prefetch import plan_prefetch
 from gliding_actors.errors import InvalidInput
 from gliding_actors.l0 import is_valid_iri
+from gliding_actors.l1._actor import session_actor_name
 from gliding_actors.l1._archive import is_archive_iri
 from gliding_actors.l1._tokens import TokenCounter, get_counter
 from gliding_actors.l2._jsonld import GENID_BASE
@@ -51,8 +53,18 @@ from gliding_actors.l3 import default_frame
 from gliding_actors.runtime import ChainedFuture, CompletedFuture, Context, Future, GatheredFuture
 
 if TYPE_CHECKING:
-    from gliding_actors.agent import Agent
-    from gliding_actors.system import MemorySystem
+    from gliding_actors.hyperspace._service import HyperspaceService
+    from gliding_actors.l3._service import ProjectionService
+
+
+class ContextPorts(MemoryPorts, Protocol):
+    """What the scheduler and the prefetcher use of the memory: the common port,
+    L3 (the task's projection) and hyperspace (recall by search)."""
+
+    @property
+    def l3(self) -> ProjectionService: ...
+    @property
+    def hyperspace(self) -> HyperspaceService: ...
 
 __all__ = [
     "PREFETCH_ACTOR",
@@ -143,10 +155,10 @@ def _order_of(node: Mapping[str, Any], iri: str) -> tuple[Any, ...]:
 class ContextService:
     """The scheduler and the prefetcher of one memory (see the module docstring)."""
 
-    def __init__(self, system: MemorySystem) -> None:
-        self._system = system
-        self.config = system.config.context
-        self.prefetch_config = system.config.prefetch
+    def __init__(self, memory: ContextPorts) -> None:
+        self._memory = memory
+        self.config = memory.config.context
+        self.prefetch_config = memory.config.prefetch
         self.counter: TokenCounter = get_counter(self.config.counter)
         self._lock = threading.Lock()
         #: agent id -> its current task (set_task)
@@ -159,10 +171,10 @@ class ContextService:
         self.tokens_assembled = 0
 
     @classmethod
-    def start(cls, system: MemorySystem) -> ContextService:
-        service = cls(system)
-        system.spawn_supervised(SCHEDULER_ACTOR, lambda: SchedulerActor(service))
-        system.spawn_supervised(PREFETCH_ACTOR, lambda: PrefetcherActor(service))
+    def start(cls, memory: ContextPorts) -> ContextService:
+        service = cls(memory)
+        memory.spawn_supervised(SCHEDULER_ACTOR, lambda: SchedulerActor(service))
+        memory.spawn_supervised(PREFETCH_ACTOR, lambda: PrefetcherActor(service))
         return service
 
     # -- the current task ----------------------------------------------------------------------
@@ -180,16 +192,24 @@ class ContextService:
 
     # -- context -----------------------------------------------------------------------------------
     def submit_context(
-        self, agent: Agent, query: str | None, max_tokens: int, task: str | None = None
+        self, agent: str, role: str, query: str | None, max_tokens: int, task: str | None = None
     ) -> Future[dict[str, Any]]:
-        """Gather the layers for ``agent`` without waiting, then assemble on the scheduler actor."""
+        """Gather the layers for ``agent`` (of ``role``) without waiting, then assemble on the scheduler actor.
+
+        Dirty lines are recalled once, first; the projection and the search
+        that follow read the graph that recall brought up to date instead of
+        recalling again each.
+        """
         checked_query, budget, checked_task = check_context_args(query, max_tokens, task)
-        current = checked_task if checked_task is not None else self.task_of(agent.id)
-        system = self._system
-        parts: list[Future[Any]] = [agent.submit_session()]
-        if current is not None:
-            parts.append(agent.submit_project(None, current, budget))
+        current = checked_task if checked_task is not None else self.task_of(agent)
+        memory = self._memory
         recall_k = min(_MAX_RECALL, max(10, budget // _MIN_ITEM_TOKENS))
+
+        def layers(_moved: int) -> Future[list[Any]]:
+            parts: list[Future[Any]] = [memory.runtime.lookup(session_actor_name(agent)).ask({"t": "session"})]
+            if current is not None:
+                parts.append(memory.l3.submit(role, None, current, budget, recall=False))
+            return GatheredFuture(parts, lambda values: values)
 
         def after_layers(values: list[Any]) -> Future[dict[str, Any]]:
             session = values[0]
@@ -200,15 +220,17 @@ class ContextService:
                 turns = session.get("turns") or []
                 recall_query = str(turns[-1]["summary"]) if turns else None
             if recall_query is not None and recall_query.strip():
-                found: Future[dict[str, Any]] = system.hyperspace.submit_search(agent.role, recall_query, recall_k)
+                found: Future[dict[str, Any]] = memory.hyperspace.submit_search(
+                    role, recall_query, recall_k, recall=False
+                )
             else:
                 found = CompletedFuture({"iris": [], "scores": []})
 
             def assemble_now(hits: dict[str, Any]) -> Future[dict[str, Any]]:
                 request = {
                     "t": "assemble",
-                    "agent": agent.id,
-                    "role": agent.role,
+                    "agent": agent,
+                    "role": role,
                     "query": checked_query,
                     "recall_query": recall_query,
                     "max_tokens": budget,
@@ -219,16 +241,16 @@ class ContextService:
                     else {"jsonld": projection.get("jsonld") or [], "frame": projection.get("frame"), "mode": projection.get("mode")},
                     "hits": {"iris": list(hits.get("iris") or []), "scores": list(hits.get("scores") or [])},
                 }
-                future: Future[dict[str, Any]] = system.runtime.lookup(SCHEDULER_ACTOR).ask(request)
+                future: Future[dict[str, Any]] = memory.runtime.lookup(SCHEDULER_ACTOR).ask(request)
                 return future
 
             return ChainedFuture(found, assemble_now)
 
-        return ChainedFuture(GatheredFuture(parts, lambda values: values), after_layers)
+        return ChainedFuture(ChainedFuture(memory.submit_recall(), layers), after_layers)
 
     def assemble_now(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The scheduler actor's half: read the hits, build the candidates, choose, render."""
-        system = self._system
+        memory = self._memory
         role = str(request["role"])
         candidates: list[Candidate] = []
         # L1: the chain, newest first (what the agent did last matters most)
@@ -257,7 +279,7 @@ class ContextService:
         for rank, iri in enumerate(request["hits"]["iris"], start=1):
             iri = str(iri)
             if is_archive_iri(iri):
-                entry = system.l0.retrieve(iri, touch=False)
+                entry = memory.l0.retrieve(iri, touch=False)
                 if entry is None or not isinstance(entry.content, Mapping):
                     continue
                 node = entry.content
@@ -265,9 +287,9 @@ class ContextService:
                 candidates.append(Candidate(iri, _archive_line(node), "l0", {"recall": rank}, covers, 0, _order_of(node, iri)))
                 l0_found += 1
             else:
-                if role != "system" and not system.may_read(role, iri):
+                if role != "system" and not memory.may_read(role, iri):
                     continue  # moved out of reach since the search confined it
-                copy = system.line_copy(iri)
+                copy = memory.line_copy(iri)
                 if copy is None or copy[0] is None:
                     continue
                 shown = {"@id": iri, **copy[0]}
@@ -275,7 +297,7 @@ class ContextService:
                 candidates.append(Candidate(iri, text, "l2", {"recall": rank}, frozenset({iri}), 0, (rank,)))
                 l2_found += 1
         budget = int(request["max_tokens"])
-        chosen = assemble(candidates, budget, self.counter.count, rrf_k=system.config.hyperspace.rrf_k)
+        chosen = assemble(candidates, budget, self.counter.count, rrf_k=memory.config.hyperspace.rrf_k)
         with self._lock:
             self.assembled += 1
             self.tokens_assembled += chosen.tokens
@@ -302,13 +324,13 @@ class ContextService:
     # -- prefetch ----------------------------------------------------------------------------------
     def neighbours(self, role: str, iri: str) -> list[str]:
         """IRIs linked to line ``iri`` either way, through graphs ``role`` may read."""
-        system = self._system
+        memory = self._memory
         out: set[str] = set()
-        may_read_here = role == "system" or system.may_read(role, iri)
-        graphs = None if role == "system" else system.readable_graphs(role)  # takes the graph lock itself
-        with system.graph_lock:
+        may_read_here = role == "system" or memory.may_read(role, iri)
+        graphs = None if role == "system" else memory.readable_graphs(role)  # takes the graph lock itself
+        with memory.graph_lock:
             if may_read_here:
-                for quad in system.graph.quads_of(iri):
+                for quad in memory.graph.quads_of(iri):
                     obj = quad.object
                     if (
                         isinstance(obj, ox.NamedNode)
@@ -316,7 +338,7 @@ class ContextService:
                         and not obj.value.startswith(GENID_BASE)
                     ):
                         out.add(obj.value)
-            rows = system.graph.query(
+            rows = memory.graph.query(
                 _INCOMING, graphs=graphs, bindings={"o": {"@id": iri}}, role_is_system=role == "system"
             )["rows"]
         for row in rows:
@@ -328,13 +350,13 @@ class ContextService:
 
     def plan(self, role: str, entities: list[str]) -> list[tuple[str, float]]:
         """The prefetch plan for ``entities`` (the prefetcher actor's job)."""
-        system = self._system
+        memory = self._memory
         c = self.prefetch_config
 
         def eligible(iri: str) -> bool:
-            if system.line_graphs.known(iri) is None or is_archive_iri(iri):
+            if memory.line_graphs.known(iri) is None or is_archive_iri(iri):
                 return False
-            return role == "system" or system.may_read(role, iri)
+            return role == "system" or memory.may_read(role, iri)
 
         return plan_prefetch(
             entities,
@@ -345,7 +367,7 @@ class ContextService:
             eligible=eligible,
         )
 
-    def submit_intent(self, agent: Agent, entities: Iterable[str]) -> Future[dict[str, Any]]:
+    def submit_intent(self, agent: str, role: str, entities: Iterable[str]) -> Future[dict[str, Any]]:
         """Plan on the prefetcher, then load each planned line into ``agent``'s cache; nobody waits.
 
         Answers ``{prefetched, scores, entities}`` once the loads are done.
@@ -354,9 +376,9 @@ class ContextService:
         checked = check_entities(entities)
         if not self.prefetch_config.enabled:
             return CompletedFuture({"prefetched": [], "scores": [], "entities": checked})
-        runtime = self._system.runtime
-        cache = cache_name(agent.id)
-        planned = runtime.lookup(PREFETCH_ACTOR).ask({"t": "intent", "role": agent.role, "entities": checked})
+        runtime = self._memory.runtime
+        cache = cache_name(agent)
+        planned = runtime.lookup(PREFETCH_ACTOR).ask({"t": "intent", "role": role, "entities": checked})
 
         def load(plan: dict[str, Any]) -> Future[dict[str, Any]]:
             iris = [str(i) for i in plan["iris"]]

@@ -2,7 +2,7 @@
 
 How writes reach the engine (asynchronously, never on a writer's path):
 
-* The **line registry** (``system.line_graphs``) calls :meth:`HyperspaceService._recorded`
+* The **line registry** (``memory.line_graphs``) calls :meth:`HyperspaceService._recorded`
   when a write, cas or delete completes — before the writer's caller sees the
   result. It only notes ``iri -> version`` in :attr:`pending` (a dict under a
   lock; no message, no embedding).
@@ -53,7 +53,7 @@ from gliding_actors.l1._archive import ARCHIVE_GRAPH, ARCHIVE_PREFIX, is_archive
 from gliding_actors.runtime import ChainedFuture, Context, Future
 
 if TYPE_CHECKING:
-    from gliding_actors.system import MemorySystem
+    from gliding_actors._ports import MemoryPorts
 
 __all__ = ["HYPERSPACE_ACTOR", "HyperspaceActor", "HyperspaceService", "check_search_args"]
 
@@ -77,11 +77,11 @@ def check_search_args(text: object, k: object, filters: object) -> tuple[str, in
 class HyperspaceService:
     """The engine of one memory, its feed and its persistence. ``memory.hyperspace`` holds it."""
 
-    def __init__(self, system: MemorySystem) -> None:
-        self._system = system
-        self.config = system.config.hyperspace
+    def __init__(self, memory: MemoryPorts) -> None:
+        self._memory = memory
+        self.config = memory.config.hyperspace
         self.engine = HyperspaceEngine(self.config, EmbedderChain.from_config(self.config))
-        self.path = Path(system.path) / _DIR
+        self.path = Path(memory.path) / _DIR
         self._lock = threading.Lock()
         #: iri -> newest version the registry recorded and the engine has not indexed yet
         self.pending: dict[str, int] = {}
@@ -95,7 +95,7 @@ class HyperspaceService:
         #: no refresh since open: the first search brings a loaded (or absent) model up to the graph
         self._structure_unchecked = True
         mode = self.config.rebuilds
-        self.threaded = mode == "thread" or (mode == "auto" and system.runtime.kind != "sim")
+        self.threaded = mode == "thread" or (mode == "auto" and memory.runtime.kind != "sim")
         self._jobs: queue.Queue[Any] = queue.Queue()
         self._building: set[str] = set()
         self._worker: threading.Thread | None = None
@@ -106,20 +106,20 @@ class HyperspaceService:
         self.searches = 0
 
     @classmethod
-    def start(cls, system: MemorySystem) -> HyperspaceService:
+    def start(cls, memory: MemoryPorts) -> HyperspaceService:
         """Load the saved engine, reconcile it with L0, spawn the actor, subscribe it (waits for the bus)."""
-        service = cls(system)
+        service = cls(memory)
         service._load()
         service._reconcile()
         if service.threaded:
             service._worker = threading.Thread(target=service._work, name="hyperspace-rebuild", daemon=True)
             service._worker.start()
-        runtime = system.runtime
-        system.spawn_supervised(HYPERSPACE_ACTOR, lambda: HyperspaceActor(service))
+        runtime = memory.runtime
+        memory.spawn_supervised(HYPERSPACE_ACTOR, lambda: HyperspaceActor(service))
         runtime.lookup(BUS_ACTOR).ask(
             {"type": "subscribe", "topic": LINE_CHANGED, "subscriber": HYPERSPACE_ACTOR, "mode": "push"}
         ).get()
-        system.line_graphs.add_listener(service._recorded)
+        memory.line_graphs.add_listener(service._recorded)
         return service
 
     # -- the feed ------------------------------------------------------------------------
@@ -141,7 +141,7 @@ class HyperspaceService:
         with self._lock:
             waiting = self.pending.get(iri)
         if waiting is not None and agent is not None:
-            hit = self._system.board.lookup(agent, iri)
+            hit = self._memory.board.lookup(agent, iri)
             if hit is not None and hit[2] >= waiting:
                 value = unpack_value(hit[1])
                 if isinstance(value, dict):
@@ -155,14 +155,14 @@ class HyperspaceService:
         write; the line stays pending. Otherwise (an event) it waits for the
         next catch-up.
         """
-        system = self._system
+        memory = self._memory
         with self._lock:
             todo = dict(self.pending)
             l0_todo = set(self._pending_l0)
         changed = 0
         failure: EmbeddingError | None = None
         for iri, wanted in sorted(todo.items()):
-            copy = system.line_copy(iri)
+            copy = memory.line_copy(iri)
             if (copy[1] if copy is not None else 0) < wanted:
                 continue  # still in its writer's cache: a recall or flush brings it
             try:
@@ -174,7 +174,7 @@ class HyperspaceService:
                 if self.pending.get(iri) == wanted:
                     del self.pending[iri]
         for iri in self._new_archives() | l0_todo:
-            entry = system.l0.retrieve(iri, touch=False)
+            entry = memory.l0.retrieve(iri, touch=False)
             copy = None if entry is None else (entry.content, entry.version, list(entry.tags), entry.named_graph or "")
             try:
                 changed += self._apply(iri, copy, "l0", importance=None if entry is None else entry.importance)
@@ -215,7 +215,7 @@ class HyperspaceService:
         return 1
 
     def _new_archives(self) -> set[str]:
-        return set(self._system.l0.query_iris(prefix=ARCHIVE_PREFIX)) - self._archives
+        return set(self._memory.l0.query_iris(prefix=ARCHIVE_PREFIX)) - self._archives
 
     # -- structure (the Poincaré model of the type hierarchy) ----------------------------------
     def refresh_structure(self, *, force: bool = False) -> bool:
@@ -245,8 +245,8 @@ class HyperspaceService:
             from gliding_actors.hyperspace._poincare import PoincareEmbedding, hierarchy_edges
         except ImportError:  # pragma: no cover - the module ships with the package
             return False
-        system = self._system
-        edges = hierarchy_edges(system.graph)
+        memory = self._memory
+        edges = hierarchy_edges(memory.graph)
         if not edges:
             self.engine.structure = None
             return True
@@ -262,28 +262,31 @@ class HyperspaceService:
     def submit_refresh_structure(self) -> Future[bool]:
         """Recall dirty lines, catch up and retrain the Poincaré model now, whatever the staleness count
         (True if it retrained: False when no typed write changed since the last time)."""
-        system = self._system
+        memory = self._memory
 
         def ask(_moved: int) -> Future[bool]:
-            future: Future[bool] = system.runtime.lookup(HYPERSPACE_ACTOR).ask({"t": "refresh_structure"})
+            future: Future[bool] = memory.runtime.lookup(HYPERSPACE_ACTOR).ask({"t": "refresh_structure"})
             return future
 
-        return ChainedFuture(system.submit_recall(), ask)
+        return ChainedFuture(memory.submit_recall(), ask)
 
     # -- search ------------------------------------------------------------------------------
     def submit_search(
-        self, role: str, text: str, k: int = 10, filters: Mapping[str, Any] | None = None
+        self, role: str, text: str, k: int = 10, filters: Mapping[str, Any] | None = None, *, recall: bool = True
     ) -> Future[dict[str, Any]]:
-        """Recall dirty lines, then rank on the actor. Bad arguments raise before anything is sent."""
+        """Recall dirty lines (unless the caller just did: ``recall=False``), then rank on the actor.
+        Bad arguments raise before anything is sent."""
         checked_text, checked_k, checked_filters = check_search_args(text, k, filters)
-        system = self._system
+        memory = self._memory
         request = {"t": "search", "role": role, "text": checked_text, "k": checked_k, "filters": checked_filters}
 
         def ask(_moved: int) -> Future[dict[str, Any]]:
-            future: Future[dict[str, Any]] = system.runtime.lookup(HYPERSPACE_ACTOR).ask(request)
+            future: Future[dict[str, Any]] = memory.runtime.lookup(HYPERSPACE_ACTOR).ask(request)
             return future
 
-        return ChainedFuture(system.submit_recall(), ask)
+        if not recall:
+            return ask(0)
+        return ChainedFuture(memory.submit_recall(), ask)
 
     def search_now(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The actor's half of a search: catch up, refresh the structure, rank, confine."""
@@ -292,8 +295,8 @@ class HyperspaceService:
         self.searches += 1
         self.catch_up(strict=True)
         self.refresh_structure()
-        system = self._system
-        permissions = system.permissions
+        memory = self._memory
+        permissions = memory.permissions
         engine = self.engine
         if role == "system":
             graphs = None
@@ -313,7 +316,7 @@ class HyperspaceService:
                     answer = readable[graph] = permissions.allowed(role, graph, "read")
                 return answer
 
-            line_graph = system.line_graphs.graph_of
+            line_graph = memory.line_graphs.graph_of
 
             def visible_fn(iri: str) -> bool:
                 doc = engine.docs.get(iri)
@@ -415,10 +418,10 @@ class HyperspaceService:
         """
         engine = self.engine
         seen: set[str] = set()
-        system = self._system
-        with system.graph_lock:
-            lines = [(n.iri, n.version, n.value) for n in system.graph.lines() if n.value is not None]
-        archives = [(e.iri, e.version, e.content) for e in system.l0.query(prefix=ARCHIVE_PREFIX)]
+        memory = self._memory
+        with memory.graph_lock:
+            lines = [(n.iri, n.version, n.value) for n in memory.graph.lines() if n.value is not None]
+        archives = [(e.iri, e.version, e.content) for e in memory.l0.query(prefix=ARCHIVE_PREFIX)]
         for iri, version, content in [*lines, *archives]:
             seen.add(iri)
             doc = engine.docs.get(iri)

@@ -26,10 +26,11 @@ import functools
 import itertools
 import threading
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import pyoxigraph as ox
 
+from gliding_actors._ports import MemoryPorts
 from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.coherence._hosting import LINE_CHANGED, unpack_value
 from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput
@@ -61,9 +62,16 @@ from gliding_actors.runtime import (
 )
 
 if TYPE_CHECKING:
-    from gliding_actors.system import MemorySystem
+    from gliding_actors.hyperspace._service import HyperspaceService
 
-__all__ = ["VIEWS_ACTOR", "WORKER_PREFIX", "ProjectionService", "ProjectionWorker", "ViewsActor"]
+
+class ProjectionPorts(MemoryPorts, Protocol):
+    """What L3 uses of the memory: the common port, and hyperspace (semantic projections)."""
+
+    @property
+    def hyperspace(self) -> HyperspaceService: ...
+
+__all__ = ["VIEWS_ACTOR", "WORKER_PREFIX", "ProjectionPorts", "ProjectionService", "ProjectionWorker", "ViewsActor"]
 
 WORKER_PREFIX = "l3:worker:"
 VIEWS_ACTOR = "l3:views"
@@ -108,9 +116,9 @@ class ProjectionService:
     user frame; :meth:`submit` is what ``Agent.submit_project`` calls.
     """
 
-    def __init__(self, system: MemorySystem) -> None:
-        config = system.config.l3
-        self._system = system
+    def __init__(self, memory: ProjectionPorts) -> None:
+        config = memory.config.l3
+        self._memory = memory
         self.frames = FrameRegistry()
         self.counter: TokenCounter = get_counter(config.counter)
         self.views = ViewCache(config.max_views, resolver=self._links_now)
@@ -121,24 +129,24 @@ class ProjectionService:
         self._next_lock = threading.Lock()
 
     @classmethod
-    def start(cls, system: MemorySystem) -> ProjectionService:
+    def start(cls, memory: ProjectionPorts) -> ProjectionService:
         """Spawn the workers and the view actor, subscribe it to ``line.changed``
         and the cache to the line registry (waits for the bus)."""
-        service = cls(system)
-        runtime = system.runtime
+        service = cls(memory)
+        runtime = memory.runtime
         for i, name in enumerate(service.workers):
             framer = service.framers[i] if service.framers else None
             if framer is not None:
                 # on Ray, on the cluster's nodes round robin (a picklable recipe)
-                system.spawn_supervised(framer, FramerRecipe(service.counter.name), placement=system.node_for(i))
+                memory.spawn_supervised(framer, FramerRecipe(service.counter.name), placement=memory.node_for(i))
             # a worker with a framer hears back from it: on Ray, reachable from the cluster
             placement = IN_DRIVER if framer is not None else None
-            system.spawn_supervised(name, functools.partial(ProjectionWorker, service, framer), placement=placement)
-        system.spawn_supervised(VIEWS_ACTOR, lambda: ViewsActor(service.views))
+            memory.spawn_supervised(name, functools.partial(ProjectionWorker, service, framer), placement=placement)
+        memory.spawn_supervised(VIEWS_ACTOR, lambda: ViewsActor(service.views))
         runtime.lookup(BUS_ACTOR).ask(
             {"type": "subscribe", "topic": LINE_CHANGED, "subscriber": VIEWS_ACTOR, "mode": "push"}
         ).get()
-        system.line_graphs.add_listener(service._recorded)
+        memory.line_graphs.add_listener(service._recorded)
         return service
 
     # -- frames ---------------------------------------------------------------------------
@@ -175,11 +183,11 @@ class ProjectionService:
         """
         if version <= 0:
             return set()
-        system = self._system
-        node = system.graph.node(iri)
+        memory = self._memory
+        node = memory.graph.node(iri)
         if node is not None and node.version >= version:
-            return set() if node.value is None else links_of(system.graph.quads_of(iri))
-        hit = system.board.lookup(agent, iri) if agent is not None else None
+            return set() if node.value is None else links_of(memory.graph.quads_of(iri))
+        hit = memory.board.lookup(agent, iri) if agent is not None else None
         if hit is None or hit[2] < version:
             return None
         value = unpack_value(hit[1])
@@ -198,6 +206,8 @@ class ProjectionService:
         task: str | None = None,
         max_tokens: int | None = None,
         query: str | None = None,
+        *,
+        recall: bool = True,
     ) -> Future[dict[str, Any]]:
         """Project ``frame`` (None: the role's default) of ``task`` for ``role`` within ``max_tokens``.
 
@@ -207,6 +217,8 @@ class ProjectionService:
         search for it runs at the same time and ``iris`` is the two rankings
         merged (``hyperspace.project_w_frame`` / ``project_w_search``; see
         :func:`gliding_actors.hyperspace._engine.merge_projection`).
+        ``recall=False``: the caller has just recalled the dirty lines, so a
+        computed projection does not recall them again.
         """
         if query is not None:
             return self._semantic(role, frame, task, max_tokens, query)
@@ -221,9 +233,9 @@ class ProjectionService:
                 hit["cached"] = True
                 return CompletedFuture(hit)
         stamp = self.views.stamp()
-        system = self._system
-        board = system.runtime.lookup(BLACKBOARD_ACTOR)
-        parts: list[Any] = [system.submit_recall()]
+        memory = self._memory
+        board = memory.runtime.lookup(BLACKBOARD_ACTOR)
+        parts: list[Any] = [memory.submit_recall() if recall else CompletedFuture(0)]
         parts.append(
             board.ask({"t": "task.members", "task": checked_task}) if checked_task is not None else CompletedFuture(None)
         )
@@ -238,7 +250,7 @@ class ProjectionService:
             "max_tokens": budget,
             "stamp": stamp,
         }
-        runtime = system.runtime
+        runtime = memory.runtime
 
         def send(values: list[Any]) -> Future[dict[str, Any]]:
             _moved, scope, team = values
@@ -254,8 +266,8 @@ class ProjectionService:
     ) -> Future[dict[str, Any]]:
         from gliding_actors.hyperspace._engine import merge_projection
 
-        config = self._system.config.hyperspace
-        hyperspace = self._system.hyperspace
+        config = self._memory.config.hyperspace
+        hyperspace = self._memory.hyperspace
         found = hyperspace.submit_search(role, query, config.project_k)  # checks query first
         projected = self.submit(role, frame, task, max_tokens)
         return GatheredFuture(
@@ -272,7 +284,7 @@ class ProjectionService:
 
     def gather(self, request: Mapping[str, Any]) -> Job:
         """The half of a projection that reads the blackboard: the scope's scratch store."""
-        system = self._system
+        memory = self._memory
         role = str(request["role"])
         frame = self.frames.get(request["frame"])
         task: str | None = request.get("task")
@@ -288,14 +300,14 @@ class ProjectionService:
         extra_members: list[str] = []
         if frame.live:
             # a task whose line the role may not read is not shown, not even its DAG status
-            statuses = {t: st for t, st in statuses.items() if system.may_read(role, t)}
+            statuses = {t: st for t, st in statuses.items() if memory.may_read(role, t)}
             extra, extra_members = live_triples(request.get("team"), statuses)
             extra_members += [t for t in _iri_roots(statuses)]
         gathered = gather(
-            system.graph,
-            system.l0,
-            graphs=system.readable_graphs(role),
-            graph_of=system.line_graphs.graph_of,
+            memory.graph,
+            memory.l0,
+            graphs=memory.readable_graphs(role),
+            graph_of=memory.line_graphs.graph_of,
             roots=roots,
             extra=extra,
             extra_members=extra_members,

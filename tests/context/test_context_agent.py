@@ -117,3 +117,30 @@ def test_context_never_exceeds_max_tokens(turns: list[str], budgets: list[int], 
             out = agent.context(query, budget)
             assert out["tokens"] == (COUNT(out["text"]) if out["text"] else 0)
             assert out["tokens"] <= budget
+
+
+def _recalls(memory: MemorySystem) -> int:
+    """Recall requests the directory shards have received so far (the simulator logs every delivery)."""
+    log = memory.runtime.log  # type: ignore[attr-defined]
+    return sum(
+        1
+        for entry in log
+        if entry.kind == "deliver" and entry.dst in memory.directories
+        and isinstance(entry.message, dict) and entry.message.get("t") == "recall"
+    )
+
+
+def test_a_context_request_recalls_the_dirty_lines_once() -> None:
+    # Two directory shards; a context with a task (L3 computes a projection) and a query (search):
+    # one recall of each shard, not one for the projection and another for the search.
+    config = {**CONFIG, "coherence": {"directory_shards": 2}}
+    with MemorySystem.open(runtime="sim", config=config) as memory:
+        pa = memory.agent("pa", "PA")
+        pa.create_task("task:auth")
+        pa.write("task:auth", {"@type": "Task", "goal": "JWT auth"}, graph="plan")
+        pa.write("decision:alg", {"@type": "Decision", "decision": "RS256", "task": {"@id": "task:auth"}}, graph="plan")
+        pa.set_task("task:auth")
+        before = _recalls(memory)
+        out = pa.context("how are tokens signed?", 400)
+        assert out["sources"]["l3"]["items"] >= 1 and "decision:alg" in out["iris"]
+        assert _recalls(memory) - before == 2  # one per shard
