@@ -23,8 +23,7 @@ from gliding_actors.errors import (
 
 from gliding_actors.system import MemorySystem
 from gliding_actors._aio import AsyncAgent
-
-__version__ = "0.1.0"
+from gliding_actors._version import __version__
 
 __all__ = [
     "ActorCrashed",

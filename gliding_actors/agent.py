@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import msgpack
 import pyoxigraph as ox
 
+from gliding_actors._ports import MemoryPorts
 from gliding_actors.bus import BUS_ACTOR, HISTORY_GRAPH, MESSAGE_IRI_PREFIX
 from gliding_actors.coherence._hosting import cache_name, unpack_value
 from gliding_actors.errors import InvalidInput, PermissionDenied
@@ -32,9 +33,31 @@ from gliding_actors.runtime import BaseFuture, ChainedFuture, CompletedFuture, F
 
 if TYPE_CHECKING:
     from gliding_actors._aio import AsyncAgent
-    from gliding_actors.system import MemorySystem
+    from gliding_actors.clock import Clock
+    from gliding_actors.context._service import ContextService
+    from gliding_actors.hyperspace._service import HyperspaceService
+    from gliding_actors.l3._service import ProjectionService
+    from gliding_actors.metrics._counters import SystemCounters
 
-__all__ = ["ROLES", "Agent", "ReadResult", "WriteResult"]
+__all__ = ["ROLES", "Agent", "AgentPorts", "ReadResult", "WriteResult"]
+
+
+class AgentPorts(MemoryPorts, Protocol):
+    """What an agent's handle uses of the memory (a :class:`~gliding_actors.MemorySystem` is one)."""
+
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def counters(self) -> SystemCounters: ...
+    @property
+    def l3(self) -> ProjectionService: ...
+    @property
+    def hyperspace(self) -> HyperspaceService: ...
+    @property
+    def context(self) -> ContextService: ...
+
+    def submit_flush(self, iris: Iterable[str] | None = None) -> Future[int]:
+        """Write down to L0 every line newer in a cache or in L2 than in L0."""
 
 
 
@@ -166,7 +189,7 @@ def _check_storable(iri: str, value: dict[str, Any], max_bytes: int) -> None:
 class Agent:
     """One agent's view of the memory. Get one from :meth:`MemorySystem.agent`."""
 
-    def __init__(self, system: MemorySystem, agent_id: str, role: str) -> None:
+    def __init__(self, system: AgentPorts, agent_id: str, role: str) -> None:
         self._system = system
         self._id = agent_id
         self._role = role
@@ -201,7 +224,7 @@ class Agent:
         return self._role
 
     @property
-    def system(self) -> MemorySystem:
+    def system(self) -> AgentPorts:
         return self._system
 
     def _ask(self, actor: str, message: dict[str, Any]) -> Future[Any]:

@@ -31,14 +31,40 @@ import json
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from gliding_actors._version import __version__
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import InvalidInput, Timeout
 
 if TYPE_CHECKING:
-    from gliding_actors.agent import Agent
-    from gliding_actors.system import MemorySystem
+    from gliding_actors.clock import Clock
+    from gliding_actors.config import Config
+    from gliding_actors.runtime import Runtime
+
+
+class RecordedMemory(Protocol):
+    """What a recording reads of the memory (its ``submit_inspect``, ``submit_flush`` and
+    ``submit_team`` are wrapped by name)."""
+
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def runtime(self) -> Runtime: ...
+    @property
+    def config(self) -> Config: ...
+
+
+class RecordedAgent(Protocol):
+    """What a recording reads of an agent handle (its ``submit_*`` methods are wrapped by name)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+
+    #: False: every read goes through ``submit_read``, so it is recorded
+    _direct_hits: bool
 
 __all__ = ["TRACE_FORMAT", "Recorder", "TracedFuture", "scenario_call"]
 
@@ -188,7 +214,7 @@ def _current_error() -> BaseException:
 class Recorder:
     """Writes one JSON line per recorded op to a trace file (see the module docstring)."""
 
-    def __init__(self, handle: IO[str], system: MemorySystem) -> None:
+    def __init__(self, handle: IO[str], system: RecordedMemory) -> None:
         self._out = handle
         self._system = system
         self._clock = system.clock
@@ -198,8 +224,6 @@ class Recorder:
         self._closed = False
         self._pending: dict[int, dict[str, Any]] = {}
         self._t0 = self._clock.now()
-        from gliding_actors import __version__
-
         self._write(
             {
                 "format": TRACE_FORMAT,
@@ -213,7 +237,7 @@ class Recorder:
         )
 
     @classmethod
-    def attach(cls, system: MemorySystem, path: str | Path) -> Recorder:
+    def attach(cls, system: RecordedMemory, path: str | Path) -> Recorder:
         """Open ``path`` (truncated) and record ``system`` from now on."""
         try:
             handle = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
@@ -225,7 +249,7 @@ class Recorder:
         return recorder
 
     # -- hooking -------------------------------------------------------------
-    def agent_added(self, agent: Agent) -> None:
+    def agent_added(self, agent: RecordedAgent) -> None:
         """Record a new handle and wrap its operations (called by ``MemorySystem.agent``)."""
         self._write({"kind": "agent", "id": agent.id, "role": agent.role, "t": self._clock.now()})
         names = [n for n in dir(type(agent)) if n.startswith("submit_") or n == "reload"]

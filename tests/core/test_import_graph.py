@@ -55,12 +55,9 @@ RUNTIME = ("gliding_actors.runtime",)
 #: violations still to remove, exactly as :func:`violations` words them
 NOT_YET: frozenset[str] = frozenset(
     {
-        "import cycle between gliding_actors, gliding_actors._aio, gliding_actors.agent, gliding_actors.system, scenario: "
-        "gliding_actors, "
-        "gliding_actors._aio, "
-        "gliding_actors.agent, "
-        "gliding_actors.scenario._record, "
-        "gliding_actors.system",
+        # the awaitable face is written by hand beside the blocking one; it goes once
+        # each agent op is defined once and its faces are derived from that definition
+        "import cycle between gliding_actors._aio, gliding_actors.agent: gliding_actors._aio, gliding_actors.agent",
     }
 )
 
