@@ -12,7 +12,21 @@ One actor orders every publish, so "publish order" is one global order (the
 ``seq`` it hands out), and each subscriber receives events in that order — for
 actors through the runtime's per-pair FIFO, for mailboxes by construction.
 Topics are matched exactly. A subscription delivers what is published after
-it; what came before is read back from the **history**:
+it; what came before is read back from the **history**.
+
+**Keyed topics deliver by interest.** A topic the bus is built with a key for
+(``keyed={"line.changed": ("iri", "version")}``: the message field naming what
+changed, and the field numbering its changes) accepts *keyed* push
+subscribers, who receive only the events for the keys they registered
+(``interest {topic, subscriber, add: {key: version seen}, remove: [keys]}``).
+So an event costs a message per interested subscriber, not per subscriber: an
+L1 session hears of the lines its turns cite, however many agents there are.
+The bus remembers the newest version it published of each key of a keyed
+topic, and registering a key with an older version seen pushes that newest
+event at once: a change that reached the bus before the interest did is not
+missed (the bus is where both are ordered).
+
+The history:
 
 * A publish with ``keep: true`` (every ``Agent.publish``; not the system's own
   notifications such as ``line.changed``, ``task.events``, ``agent.stale``)
@@ -44,6 +58,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -94,6 +109,12 @@ class BusState:
     mailboxes: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
     #: the last seq handed out
     seq: int = 0
+    #: keyed topics: topic -> keyed push subscriber -> the keys it wants
+    interests: dict[str, dict[str, set[str]]] = dataclasses.field(default_factory=dict)
+    #: keyed topics: topic -> key -> the subscribers that want it (the index publish reads)
+    wanted_by: dict[str, dict[str, dict[str, None]]] = dataclasses.field(default_factory=dict)
+    #: keyed topics: topic -> key -> (newest version published, that event's message)
+    newest: dict[str, dict[str, tuple[int, dict[str, Any]]]] = dataclasses.field(default_factory=dict)
 
 
 def _topic(message: dict[str, Any]) -> str:
@@ -106,7 +127,9 @@ def _topic(message: dict[str, Any]) -> str:
 class MemoryBus:
     """Behaviour of the bus actor. Messages (all plain dicts, key ``type``):
 
-    - ``subscribe`` ``{topic, subscriber, mode: "mailbox"|"push"}`` → ``None``
+    - ``subscribe`` ``{topic, subscriber, mode: "mailbox"|"push", keyed?: bool}`` → ``None``
+      (``keyed``: a push subscriber of a keyed topic, pushed only its keys' events)
+    - ``interest`` ``{topic, subscriber, add?: {key: version seen}, remove?: [key]}`` → ``None``
     - ``unsubscribe`` ``{topic, subscriber}`` → ``None``
     - ``publish`` ``{topic, message: object, publisher, keep?}`` → ``{"seq", "delivered"}``
     - ``drain`` ``{subscriber}`` → list of events (publish order), mailbox emptied
@@ -118,8 +141,9 @@ class MemoryBus:
     over a graph that already holds messages (its actor restarted) rebuilds its
     index from them and numbers on from the last one.
 
-    ``state`` (a :class:`BusState`) is where subscriptions, mailboxes and
-    ``seq`` live; a bus rebuilt by its supervisor over the same state serves
+    ``keyed`` maps a topic to ``(key field, version field)`` of its messages
+    (see the module docstring). ``state`` (a :class:`BusState`) is where
+    subscriptions, interests, mailboxes and ``seq`` live; a bus rebuilt by its supervisor over the same state serves
     on where the crashed one stopped. Rebuilding checks it against the graph:
     ``seq`` is raised to the newest kept message (a crash between writing a
     message node and counting it cannot make a seq be used twice), every
@@ -133,11 +157,13 @@ class MemoryBus:
         graph: GraphStore | None = None,
         graph_lock: threading.Lock | None = None,
         state: BusState | None = None,
+        keyed: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         rebuilt = state is not None and (state.seq > 0 or bool(state.subscribers))
         self.state = state if state is not None else BusState()
         self._subscribers = self.state.subscribers
         self._mailboxes = self.state.mailboxes
+        self._keyed = dict(keyed or {})
         self._graph = graph
         self._graph_lock = graph_lock if graph_lock is not None else threading.Lock()
         #: topic -> seqs of its kept messages, ascending
@@ -178,9 +204,14 @@ class MemoryBus:
             return self._publish(message, ctx)
         if kind == "subscribe":
             return self._subscribe(message)
+        if kind == "interest":
+            return self._interest(message, ctx)
         if kind == "unsubscribe":
             topic = _topic(message)
-            self._subscribers.get(topic, {}).pop(str(message.get("subscriber")), None)
+            subscriber = str(message.get("subscriber"))
+            self._subscribers.get(topic, {}).pop(subscriber, None)
+            for key in self.state.interests.get(topic, {}).pop(subscriber, set()):
+                self._forget(topic, key, subscriber)
             return None
         if kind == "drain":
             subscriber = str(message.get("subscriber"))
@@ -199,9 +230,57 @@ class MemoryBus:
             raise InvalidInput(f"a subscriber is a non-empty string, not {subscriber!r}")
         if mode not in ("mailbox", "push"):
             raise InvalidInput(f"subscription mode is 'mailbox' or 'push', not {mode!r}")
+        keyed = message.get("keyed", False)
+        if type(keyed) is not bool:
+            raise InvalidInput(f"subscribe: keyed is true or false, not {keyed!r}")
+        if keyed and (mode != "push" or topic not in self._keyed):
+            raise InvalidInput(f"only a push subscription of a keyed topic can be keyed ({topic!r}, {mode!r})")
+        if keyed:
+            self.state.interests.setdefault(topic, {}).setdefault(subscriber, set())
+        else:
+            for key in self.state.interests.get(topic, {}).pop(subscriber, set()):
+                self._forget(topic, key, subscriber)
         self._subscribers.setdefault(topic, {})[subscriber] = mode
         if mode == "mailbox":
             self._mailboxes.setdefault(subscriber, [])
+
+    def _interest(self, message: dict[str, Any], ctx: Context) -> None:
+        """Add and remove a keyed subscriber's keys; an added key already newer than seen is pushed now."""
+        topic = _topic(message)
+        subscriber = message.get("subscriber")
+        keys = self.state.interests.get(topic, {}).get(subscriber) if isinstance(subscriber, str) else None
+        if keys is None:
+            raise InvalidInput(f"interest: {subscriber!r} has no keyed subscription to {topic!r}")
+        add = message.get("add") or {}
+        remove = message.get("remove") or []
+        if not isinstance(add, Mapping) or not all(
+            isinstance(k, str) and type(v) is int for k, v in add.items()
+        ):
+            raise InvalidInput("interest: add maps keys (strings) to the version seen (integers)")
+        if not isinstance(remove, list) or not all(isinstance(k, str) for k in remove):
+            raise InvalidInput("interest: remove is a list of keys (strings)")
+        assert isinstance(subscriber, str)
+        for key in remove:
+            if key in keys and key not in add:
+                keys.discard(key)
+                self._forget(topic, key, subscriber)
+        newest = self.state.newest.get(topic, {})
+        for key, seen in add.items():
+            if key not in keys:
+                keys.add(key)
+                self.state.wanted_by.setdefault(topic, {}).setdefault(key, {})[subscriber] = None
+            known = newest.get(key)
+            if known is not None and known[0] > seen:
+                # changed before this interest reached the bus: say so now, as of the last seq
+                event = {"type": "bus.event", "topic": topic, "seq": self.state.seq, "publisher": None, "message": known[1]}
+                ctx.send(subscriber, event)
+
+    def _forget(self, topic: str, key: str, subscriber: str) -> None:
+        wanting = self.state.wanted_by.get(topic, {}).get(key)
+        if wanting is not None:
+            wanting.pop(subscriber, None)
+            if not wanting:
+                del self.state.wanted_by[topic][key]
 
     def _publish(self, message: dict[str, Any], ctx: Context) -> dict[str, int]:
         topic = _topic(message)
@@ -226,12 +305,28 @@ class MemoryBus:
             "message": body,
         }
         subscribers = self._subscribers.get(topic, {})
+        keyed = self.state.interests.get(topic, {})
+        delivered = 0
         for subscriber, mode in subscribers.items():
+            if subscriber in keyed:
+                continue
             if mode == "push":
                 ctx.send(subscriber, event)
             else:
                 self._mailboxes[subscriber].append(event)
-        return {"seq": seq, "delivered": len(subscribers)}
+            delivered += 1
+        fields = self._keyed.get(topic)
+        if fields is not None:
+            key, version = body.get(fields[0]), body.get(fields[1])
+            if isinstance(key, str) and type(version) is int:
+                newest = self.state.newest.setdefault(topic, {})
+                known = newest.get(key)
+                if known is None or version > known[0]:
+                    newest[key] = (version, dict(body))
+                for subscriber in self.state.wanted_by.get(topic, {}).get(key, {}):
+                    ctx.send(subscriber, event)
+                    delivered += 1
+        return {"seq": seq, "delivered": delivered}
 
     # -- history -----------------------------------------------------------------
     def _keep(

@@ -33,6 +33,7 @@ from gliding_actors.coherence._cache import CacheController
 from gliding_actors.coherence._distributed import ShardRecipe
 from gliding_actors.coherence._home import DEFAULT_GRAPH, L2Stats, LayeredHome
 from gliding_actors.coherence._hosting import (
+    LINE_CHANGED,
     CacheActor,
     DirectoryActor,
     SnapshotBoard,
@@ -185,7 +186,11 @@ class MemorySystem:
             self.spawn_supervised(SUPERVISOR_ACTOR, lambda: SupervisorActor(self._supervision), placement=IN_DRIVER)
             # The bus's and the blackboard's state outlive their actors, as a directory's home does.
             bus_state = BusState()
-            self.spawn_supervised(BUS_ACTOR, lambda: MemoryBus(self.graph, self._graph_lock, bus_state))
+            # line.changed is keyed by line: an L1 session hears only of the lines its turns cite
+            keyed = {LINE_CHANGED: ("iri", "version")}
+            self.spawn_supervised(
+                BUS_ACTOR, lambda: MemoryBus(self.graph, self._graph_lock, bus_state, keyed=keyed)
+            )
             agents_config = config.agents
             #: the blackboard's tasks, agents and locks (outlive its actor; stats() reads them)
             board_state = self.board_state = BlackboardState.new(

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.clock import Clock
 from gliding_actors.coherence._hosting import LINE_CHANGED
 from gliding_actors.errors import InvalidInput
@@ -46,7 +47,6 @@ from gliding_actors.runtime import Context
 if TYPE_CHECKING:
     import threading
 
-    from gliding_actors.clock import Clock
     from gliding_actors.config import L1Config
     from gliding_actors.l2._registry import LineGraphs
     from gliding_actors.runtime import ActorRef
@@ -155,6 +155,8 @@ class SessionActor:
         self.session = Session(agent, policy=policy, clock=clock, counter=counter, embedder=embedder)
         #: every block archived since the session opened (the chain and the evicted)
         self.blocks: list[str] = []
+        #: the lines this session told the bus it wants ``line.changed`` of: those its chain cites
+        self.interest: set[str] = set()
 
     # -- plain methods (the actor's handlers; tests and the bench call them directly) --
     def turn(self, msg: Mapping[str, Any]) -> dict[str, Any]:
@@ -239,16 +241,39 @@ class SessionActor:
             self.session.line_changed(iri, version)
 
     # -- the actor ---------------------------------------------------------------
+    def _update_interest(self, ctx: Context, cited_now: Mapping[str, int]) -> None:
+        """Tell the bus which lines' changes this session wants: those its chain cites.
+
+        ``cited_now`` is what a new turn cites, with the versions it saw: sent
+        even for a line already wanted, so a change the bus published before
+        this turn was recorded marks it stale too.
+        """
+        cited = {iri for turn in self.session.turns for iri in turn.cites}
+        add = {iri: version for iri, version in cited_now.items() if iri in cited}
+        remove = sorted(self.interest - cited)
+        if not add and not remove:
+            return
+        self.interest = (self.interest - set(remove)) | set(add)
+        ctx.send(
+            BUS_ACTOR,
+            {"type": "interest", "topic": LINE_CHANGED, "subscriber": session_actor_name(self.agent), "add": add, "remove": remove},
+        )
+
     def receive(self, message: Any, ctx: Context) -> Any:
         if not isinstance(message, dict):
             raise InvalidInput(f"session requests are objects, not {type(message).__name__}")
         if message.get("type") == "bus.event":
             if message.get("topic") == LINE_CHANGED and isinstance(message.get("message"), dict):
                 self.line_changed(message["message"])
+                self._update_interest(ctx, {})  # a stale turn may have been evicted
             return None
         kind = message.get("t")
         if kind == "turn":
-            return self.turn(message)
+            answer = self.turn(message)
+            turn = self.session.turns[-1] if self.session.turns else None
+            cites = turn.cites if turn is not None and turn.archive_iri == answer["archive_iri"] else {}
+            self._update_interest(ctx, cites)
+            return answer
         if kind == "session":
             return self.session.snapshot()
         if kind == "messages":
@@ -256,9 +281,13 @@ class SessionActor:
         if kind == "handoff":
             return self.session.handoff(role=self.role)
         if kind == "query":
-            return self.query(message)
+            evicted = self.query(message)
+            self._update_interest(ctx, {})
+            return evicted
         if kind == "close":
-            return self.close()
+            closed = self.close()
+            self._update_interest(ctx, {})
+            return closed
         raise InvalidInput(f"unknown session request {kind!r}")
 
 
@@ -306,9 +335,10 @@ def start_session(
             agent, role, store=store, lock=store_lock, clock=clock, policy=policy, counter=counter, embedder=embedder
         )
         if previous:
-            actor.session, actor.blocks = previous[0].session, previous[0].blocks
+            actor.session, actor.blocks, actor.interest = previous[0].session, previous[0].blocks, previous[0].interest
         previous[:] = [actor]
         return actor
 
     spawn(name, build)
-    bus.ask({"type": "subscribe", "topic": LINE_CHANGED, "subscriber": name, "mode": "push"}).get()
+    # keyed: pushed only the changes of lines its turns cite (see _update_interest)
+    bus.ask({"type": "subscribe", "topic": LINE_CHANGED, "subscriber": name, "mode": "push", "keyed": True}).get()

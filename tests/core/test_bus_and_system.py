@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +149,79 @@ def test_an_integer_beyond_64_bits_is_refused_before_anything_is_sent() -> None:
             with pytest.raises(InvalidInput, match="64 bits"):
                 sa.publish("t", {"n": -(2**70)})
             assert sa.read("note:big")["version"] == 0
+
+
+class _Sends:
+    """What a handler sent: a Context with only ``send`` (the bus needs nothing else here)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def send(self, dst: str, message: dict[str, Any]) -> None:
+        self.sent.append((dst, message))
+
+
+def _keyed_bus() -> tuple[MemoryBus, _Sends]:
+    bus, ctx = MemoryBus(keyed={"line.changed": ("iri", "version")}), _Sends()
+    bus.receive({"type": "subscribe", "topic": "line.changed", "subscriber": "all", "mode": "push"}, ctx)  # type: ignore[arg-type]
+    bus.receive(
+        {"type": "subscribe", "topic": "line.changed", "subscriber": "s1", "mode": "push", "keyed": True}, ctx  # type: ignore[arg-type]
+    )
+    return bus, ctx
+
+
+def _changed(bus: MemoryBus, ctx: _Sends, iri: str, version: int) -> dict[str, int]:
+    message = {"type": "publish", "topic": "line.changed", "message": {"iri": iri, "version": version}, "publisher": "pa"}
+    result: dict[str, int] = bus.receive(message, ctx)  # type: ignore[arg-type]
+    return result
+
+
+def test_a_keyed_subscriber_is_pushed_only_the_keys_it_wants() -> None:
+    bus, ctx = _keyed_bus()
+    assert _changed(bus, ctx, "a", 1) == {"seq": 1, "delivered": 1}  # the unkeyed subscriber only
+    bus.receive({"type": "interest", "topic": "line.changed", "subscriber": "s1", "add": {"b": 0}}, ctx)  # type: ignore[arg-type]
+    assert _changed(bus, ctx, "b", 1)["delivered"] == 2
+    assert _changed(bus, ctx, "a", 2)["delivered"] == 1
+    assert [(dst, m["message"]["iri"]) for dst, m in ctx.sent] == [("all", "a"), ("all", "b"), ("s1", "b"), ("all", "a")]
+    bus.receive({"type": "interest", "topic": "line.changed", "subscriber": "s1", "remove": ["b"]}, ctx)  # type: ignore[arg-type]
+    assert _changed(bus, ctx, "b", 2)["delivered"] == 1
+    assert bus.state.wanted_by["line.changed"] == {}  # nothing left indexed for a key nobody wants
+
+
+def test_interest_in_a_key_changed_since_it_was_seen_is_answered_at_once() -> None:
+    bus, ctx = _keyed_bus()
+    _changed(bus, ctx, "a", 3)
+    ctx.sent.clear()
+    bus.receive({"type": "interest", "topic": "line.changed", "subscriber": "s1", "add": {"a": 3}}, ctx)  # type: ignore[arg-type]
+    assert ctx.sent == []  # seen the newest already
+    bus.receive({"type": "interest", "topic": "line.changed", "subscriber": "s1", "add": {"a": 2}}, ctx)  # type: ignore[arg-type]
+    assert [(dst, m["message"]) for dst, m in ctx.sent] == [("s1", {"iri": "a", "version": 3})]
+
+
+def test_unsubscribing_drops_a_keyed_subscribers_keys() -> None:
+    bus, ctx = _keyed_bus()
+    bus.receive({"type": "interest", "topic": "line.changed", "subscriber": "s1", "add": {"a": 0}}, ctx)  # type: ignore[arg-type]
+    bus.receive({"type": "unsubscribe", "topic": "line.changed", "subscriber": "s1"}, ctx)  # type: ignore[arg-type]
+    assert _changed(bus, ctx, "a", 1)["delivered"] == 1
+    assert bus.state.interests["line.changed"] == {} and bus.state.wanted_by["line.changed"] == {}
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"type": "subscribe", "topic": "other", "subscriber": "x", "mode": "push", "keyed": True},  # not a keyed topic
+        {"type": "subscribe", "topic": "line.changed", "subscriber": "x", "mode": "mailbox", "keyed": True},
+        {"type": "subscribe", "topic": "line.changed", "subscriber": "x", "mode": "push", "keyed": "yes"},
+        {"type": "interest", "topic": "line.changed", "subscriber": "nobody", "add": {"a": 0}},
+        {"type": "interest", "topic": "line.changed", "subscriber": "all", "add": {"a": 0}},  # not keyed
+        {"type": "interest", "topic": "line.changed", "subscriber": "s1", "add": {"a": "0"}},
+        {"type": "interest", "topic": "line.changed", "subscriber": "s1", "add": ["a"]},
+        {"type": "interest", "topic": "line.changed", "subscriber": "s1", "remove": "a"},
+    ],
+)
+def test_bad_keyed_requests_are_refused_and_change_nothing(message: dict[str, Any]) -> None:
+    bus, ctx = _keyed_bus()
+    before = copy.deepcopy(bus.state)
+    with pytest.raises(InvalidInput):
+        bus.receive(message, ctx)  # type: ignore[arg-type]
+    assert bus.state == before and ctx.sent == []

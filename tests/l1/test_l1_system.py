@@ -162,3 +162,51 @@ def test_an_agent_id_that_needs_escaping_gets_its_own_prefix(memory: MemorySyste
     team = memory.agent("team/pa", "PA")
     assert team.turn("s")["archive_iri"] == "memory:session-team%2Fpa/block-1"
     assert memory.agent("team", "PA").turn("s")["archive_iri"] == "memory:session-team/block-1"
+
+
+def _session_events(memory: MemorySystem) -> int:
+    """Bus events delivered to the agents' session actors so far (the simulator logs every delivery)."""
+    log = memory.runtime.log  # type: ignore[attr-defined]
+    return sum(
+        1
+        for entry in log
+        if entry.kind == "deliver" and entry.dst.startswith("l1:")
+        and isinstance(entry.message, dict) and entry.message.get("type") == "bus.event"
+    )
+
+
+def test_a_session_hears_only_of_the_lines_its_turns_cite() -> None:
+    with MemorySystem.open(runtime="sim", config={"l1": {"counter": "estimate-v1"}}) as memory:
+        pa = memory.agent("pa", "PA")
+        idle = [memory.agent(f"da{i}", "DA") for i in range(20)]
+        citing = memory.agent("ca", "CA")
+        pa.write("plan:a", {"summary": "one"}, graph="plan")
+        citing.read("plan:a")
+        citing.turn("reviewed the plan", cites=["plan:a"], tokens=5)
+        memory.quiesce()
+        before = _session_events(memory)
+        for n in range(5):
+            pa.write("plan:b", {"n": n}, graph="plan")  # cited by no turn: no session hears of it
+        memory.quiesce()
+        assert _session_events(memory) == before
+        pa.write("plan:a", {"summary": "two"}, graph="plan")
+        memory.quiesce()
+        assert _session_events(memory) == before + 1  # the one session whose turn cites it
+        assert citing.session()["turns"][0]["stale_lines"] == ["plan:a"]
+        assert all(agent.session()["turns"] == [] for agent in idle)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_a_write_racing_a_citing_turn_still_marks_it_stale(seed: int) -> None:
+    # The turn saw v1; a write of v2 completes while the turn (and its interest) is on its way.
+    # Whichever reaches the bus first, the turn ends up stale.
+    with MemorySystem.open(runtime="sim", seed=seed, config={"l1": {"counter": "estimate-v1"}}) as memory:
+        pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+        pa.write("plan:jwt", {"summary": "RS256"}, graph="plan")
+        memory.quiesce()
+        write = pa.submit_write("plan:jwt", {"summary": "ES256"}, graph="plan")
+        turn = da.submit_turn("implemented RS256 signing", cites={"plan:jwt": 1}, tokens=10)
+        write.get(10)
+        turn.get(10)
+        memory.quiesce()
+        assert da.session()["turns"][0]["stale_lines"] == ["plan:jwt"]
