@@ -34,6 +34,7 @@ SUITES: dict[str, str] = {
     # needs the ray extra: a two-node Ray cluster on 127.0.0.1 (docs/SCALING.md)
     "scaling": "gliding_actors.bench._scaling",
     "team": "gliding_actors.bench._team",
+    "agents": "gliding_actors.bench._agents",
 }
 
 

@@ -140,6 +140,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("reliability", "reliability", always_quick=True),
     Entry("tokens", "tokens"),
     Entry("team", "team"),
+    Entry("agents", "agents"),
     Entry("replay", "replay"),
     Entry("scaling", "scaling", skip_reason=_scaling),
 )

@@ -89,6 +89,7 @@ SECTIONS: dict[str, Section] = {
     "reliability": Section("reliability", "gliding-actors bench reliability --quick --json"),
     "tokens": Section("tokens saved by coherence", "gliding-actors bench tokens --json"),
     "team": Section("team workload", "gliding-actors bench team --json"),
+    "agents": Section("a write beside idle agents", "gliding-actors bench agents --json"),
     "replay": Section("replay", "gliding-actors bench replay --json"),
     "scaling": Section("scaling (Ray)", "gliding-actors bench scaling --json"),
 }
@@ -166,6 +167,9 @@ TARGETS: dict[str, dict[str, Target]] = {
     },
     "tokens": {},  # ours beside agent-coherence's published figures: a comparison, not a target
     "team": {},  # a curve over team sizes, no target
+    "agents": {
+        "write_p50_ratio_1000_vs_1": Target("<=", 1.5, note="1,000 agents, all but the writer idle"),
+    },
     "replay": {
         "sim.events_per_s": Target(">=", 20_000, note="10,000-event recorded trace on sim"),
     },
@@ -281,6 +285,11 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
         Figure("peak_at_agents", "at team size", "agents"),
         Figure("median_messages_per_op", "protocol messages per op (median over sizes)", "msgs"),
         Figure("memory_marginal_kib_per_agent", "memory per additional agent (slope 1 → largest team)", "KiB"),
+    ),
+    "agents": (
+        Figure("write_p50_ms_1000", "Agent.write p50 beside 999 idle agents", "ms", "write_p50_ms_1",
+               "the same writes with the writer alone", ratio="write_p50_ratio_1000_vs_1"),
+        Figure("setup_s", "making the 999 idle agents", "s"),
     ),
     "replay": (
         Figure("sim.events_per_s", "replay on sim", "events/s"),
