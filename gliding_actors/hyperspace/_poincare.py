@@ -49,6 +49,8 @@ the ball is frozen, so search results for unrelated nodes do not drift.
 
 Not thread-safe: the owner serialises calls (the hyperspace engine trains on
 its own worker and publishes a new model, it never shares one being trained).
+The ball's geometry lives in :mod:`._hyperbolic` and the edges in :mod:`._hierarchy`;
+their public functions are re-exported here.
 """
 
 from __future__ import annotations
@@ -56,17 +58,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import Any, Final, Self
 
 import msgpack
 import numpy as np
 import numpy.typing as npt
 
 from gliding_actors.errors import CorruptRecord, IncompatibleFormat, InvalidInput
-from gliding_actors.l2._jsonld import GENID_BASE
-
-if TYPE_CHECKING:
-    from gliding_actors.l2._graph import GraphStore
+from gliding_actors.hyperspace._hierarchy import _check_edges, hierarchy_edges, transitive_closure
+from gliding_actors.hyperspace._hyperbolic import poincare_distance, reconstruction_metrics
 
 __all__ = [
     "PoincareEmbedding",
@@ -88,109 +88,6 @@ _BIT_GENERATORS: Final = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
 DEFAULT_EPOCHS: Final = 50
 #: Rounds of rejection sampling before a negative with no valid value is masked out.
 _REJECTION_ROUNDS: Final = 32
-
-
-# --- geometry ------------------------------------------------------------------------------
-
-
-def poincare_distance(x: npt.ArrayLike, y: npt.ArrayLike) -> _FloatArray:
-    """Poincaré distance between points (last axis = coordinates), broadcast
-    like numpy: ``arcosh(1 + 2‖x−y‖² / ((1−‖x‖²)(1−‖y‖²)))``.
-
-    The ``arcosh`` argument is computed as ``1 + δ`` and evaluated with
-    ``log1p`` so that nearby points keep their precision (``arccosh`` of a
-    number a hair above 1 loses half its digits)."""
-    a = np.asarray(x, dtype=np.float64)
-    b = np.asarray(y, dtype=np.float64)
-    sq = np.sum((a - b) ** 2, axis=-1)
-    denom = (1.0 - np.sum(a * a, axis=-1)) * (1.0 - np.sum(b * b, axis=-1))
-    delta = 2.0 * sq / np.maximum(denom, 1e-300)
-    # arcosh(1 + δ) = log(1 + δ + sqrt(δ(2 + δ)))
-    out: _FloatArray = np.log1p(delta + np.sqrt(delta * (delta + 2.0)))
-    return out
-
-
-def _pair_grads(x: _FloatArray, y: _FloatArray) -> tuple[_FloatArray, _FloatArray, _FloatArray]:
-    """Distances and their Euclidean gradients for rows ``x[..., :]``,
-    ``y[..., :]`` of equal shape (the paper's eq. 4, symmetric in x and y).
-
-    ``∂d/∂x = 4 / (β √(γ²−1)) · ((‖y‖² − 2⟨x,y⟩ + 1)/α² · x − y/α)`` with
-    ``α = 1−‖x‖²``, ``β = 1−‖y‖²``, ``γ = 1 + 2‖x−y‖²/(αβ)``. At ``x = y``
-    the bracket is exactly zero, and the clamped root keeps it 0, not NaN.
-    """
-    xx = np.einsum("...i,...i->...", x, x)
-    yy = np.einsum("...i,...i->...", y, y)
-    xy = np.einsum("...i,...i->...", x, y)
-    alpha = 1.0 - xx
-    beta = 1.0 - yy
-    sq = np.maximum(xx + yy - 2.0 * xy, 0.0)
-    delta = 2.0 * sq / (alpha * beta)
-    dist = np.log1p(delta + np.sqrt(delta * (delta + 2.0)))
-    # γ² − 1 = δ(δ + 2)
-    root = np.sqrt(np.maximum(delta * (delta + 2.0), 1e-30))
-    scale_x = 4.0 / (beta * root)
-    scale_y = 4.0 / (alpha * root)
-    gx = scale_x[..., None] * (
-        ((yy - 2.0 * xy + 1.0) / (alpha * alpha))[..., None] * x - (1.0 / alpha)[..., None] * y
-    )
-    gy = scale_y[..., None] * (
-        ((xx - 2.0 * xy + 1.0) / (beta * beta))[..., None] * y - (1.0 / beta)[..., None] * x
-    )
-    return dist, gx, gy
-
-
-# --- edges ---------------------------------------------------------------------------------
-
-
-def _check_edges(edges: object, *, allow_empty: bool) -> list[tuple[str, str]]:
-    """The edges as a list of ``(child, parent)`` string pairs, or
-    :class:`InvalidInput` — before anything is touched."""
-    if isinstance(edges, (str, bytes)) or not isinstance(edges, Iterable):
-        raise InvalidInput("edges must be an iterable of (child, parent) pairs", path=("edges",))
-    out: list[tuple[str, str]] = []
-    for i, edge in enumerate(edges):
-        if not isinstance(edge, (tuple, list)) or len(edge) != 2:
-            raise InvalidInput(f"edge {i} must be a (child, parent) pair", path=("edges", i))
-        child, parent = edge
-        if type(child) is not str or type(parent) is not str:
-            raise InvalidInput(
-                f"edge {i}: nodes must be strings, not {type(child).__name__} and "
-                f"{type(parent).__name__}",
-                path=("edges", i),
-            )
-        if not child or not parent:
-            raise InvalidInput(f"edge {i}: node names must not be empty", path=("edges", i))
-        if child == parent:
-            raise InvalidInput(f"edge {i}: self-loop on {child!r}", path=("edges", i))
-        out.append((child, parent))
-    if not out and not allow_empty:
-        raise InvalidInput("no edges to train on", path=("edges",))
-    return out
-
-
-def transitive_closure(edges: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Every ``(u, a)`` with ``a`` reachable from ``u`` along ``(child,
-    parent)`` edges, ``a ≠ u``; sorted. A cycle (two classes declared
-    subclasses of each other) makes its members ancestors of one another,
-    never of themselves."""
-    checked = _check_edges(edges, allow_empty=True)
-    parents: dict[str, list[str]] = {}
-    for child, parent in checked:
-        parents.setdefault(child, []).append(parent)
-    out: list[tuple[str, str]] = []
-    for start, direct in parents.items():
-        seen: set[str] = set()
-        stack = list(direct)
-        while stack:
-            node = stack.pop()
-            if node in seen:
-                continue
-            seen.add(node)
-            stack.extend(parents.get(node, ()))
-        seen.discard(start)
-        out.extend((start, a) for a in seen)
-    out.sort()
-    return out
 
 
 # --- the model -----------------------------------------------------------------------------
@@ -718,96 +615,3 @@ class PoincareEmbedding:
         model._vectors = vectors
         model._pairs = model._build_pairs()
         return model
-
-
-# --- evaluation ----------------------------------------------------------------------------
-
-
-def reconstruction_metrics(
-    vectors: npt.ArrayLike, pairs: Iterable[tuple[int, int]]
-) -> dict[str, float]:
-    """Mean rank and mean average precision of reconstructing ``pairs`` from
-    ``vectors`` (rows = nodes, Poincaré distance), as in the paper.
-
-    For every node ``u`` with partners ``N(u) = {v : (u, v) ∈ pairs}``, each
-    ``v ∈ N(u)`` is ranked by ``d(u, v)`` among ``u``'s non-partners (every
-    node but ``u`` and ``N(u)``): rank = 1 + the number of non-partners
-    strictly closer. ``mean_rank`` averages over all pairs; ``map`` averages
-    over nodes the average precision of the list of all nodes but ``u``
-    sorted by distance, ``N(u)`` being the relevant ones. The same function
-    scores every model, so a comparison never depends on whose evaluator ran.
-    """
-    points = np.asarray(vectors, dtype=np.float64)
-    partners: dict[int, set[int]] = {}
-    for u, v in pairs:
-        if u != v:
-            partners.setdefault(int(u), set()).add(int(v))
-    if not partners:
-        raise InvalidInput("no pairs to reconstruct", path=("pairs",))
-    n = len(points)
-    rank_sum = 0.0
-    rank_count = 0
-    ap_sum = 0.0
-    for u, related in partners.items():
-        dist = poincare_distance(points[u], points)
-        relevant = np.zeros(n, dtype=bool)
-        relevant[list(related)] = True
-        negative = ~relevant
-        negative[u] = False
-        neg_sorted = np.sort(dist[negative])
-        pos = np.sort(dist[relevant])
-        closer = np.searchsorted(neg_sorted, pos, side="left")  # non-partners strictly closer
-        rank_sum += float(closer.sum() + len(pos))
-        rank_count += len(pos)
-        # the i-th closest partner (1-based) sits at position closer_i + i
-        hits = np.arange(1, len(pos) + 1)
-        ap_sum += float(np.mean(hits / (closer + hits)))
-    return {"mean_rank": rank_sum / rank_count, "map": ap_sum / len(partners)}
-
-
-# --- the L2 graph --------------------------------------------------------------------------
-
-_RDFS = "http://www.w3.org/2000/01/rdf-schema#"
-_RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
-_OWL = "http://www.w3.org/2002/07/owl#"
-
-#: rdfs:subClassOf between classes, rdf:type from a subject to a class. Metaclass
-#: typing (``?c a rdfs:Class``) is left out: it would hang every class on one hub.
-HIERARCHY_QUERY: Final = f"""
-SELECT DISTINCT ?child ?parent WHERE {{
-  {{ ?child <{_RDFS}subClassOf> ?parent }}
-  UNION
-  {{ ?child a ?parent
-     FILTER(!STRSTARTS(STR(?parent), "{_RDF}")
-            && !STRSTARTS(STR(?parent), "{_RDFS}")
-            && !STRSTARTS(STR(?parent), "{_OWL}")) }}
-  FILTER(isIRI(?child) && isIRI(?parent) && ?child != ?parent
-         && !STRSTARTS(STR(?child), "{GENID_BASE}"))
-}}
-"""
-
-
-def hierarchy_edges(
-    graph: GraphStore, *, graphs: Sequence[str] | None = None
-) -> list[tuple[str, str]]:
-    """The hierarchy of the L2 graph as ``(child, parent)`` IRI pairs, sorted.
-
-    * ``rdfs:subClassOf`` links between classes, and
-    * ``rdf:type`` links from typed nodes to their classes: **instances are
-      embedded**, as leaves under their classes. Structural search is about
-      nodes (agents, tasks) not only classes: an instance's point is where
-      its classes put it, so two agents of sibling classes are near each
-      other even when their text differs.
-
-    Full IRIs throughout (``@type: "Task"`` under the default context's
-    ``@vocab`` is ``https://gliding-actors.dev/ns#Task``; line IRIs such as
-    ``task:a`` stay as written). Left out: reflexive links, literals, types
-    in the RDF/RDFS/OWL namespaces (``rdfs:Class`` would be a hub of every
-    class) and skolemised nested objects (``…/genid/…``: not lines, their
-    IRIs change with the value that holds them).
-
-    ``graphs=None`` reads every named graph (system role); otherwise only
-    those — e.g. the graphs the asking agent may read.
-    """
-    rows = graph.query(HIERARCHY_QUERY, graphs=graphs, role_is_system=graphs is None)["rows"]
-    return sorted({(row["child"], row["parent"]) for row in rows})

@@ -81,7 +81,7 @@ def test_model_distance_and_similarity_follow_the_points(tree_model: PoincareEmb
 def test_the_gradient_is_the_derivative_of_the_distance() -> None:
     """The training step's analytic gradient (the paper's eq. 4) against
     central differences of the distance."""
-    from gliding_actors.hyperspace._poincare import _pair_grads
+    from gliding_actors.hyperspace._hyperbolic import _pair_grads
 
     rng = np.random.default_rng(3)
     x = rng.uniform(-0.5, 0.5, (6, 4))
