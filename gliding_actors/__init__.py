@@ -22,7 +22,7 @@ from gliding_actors.errors import (
 )
 
 from gliding_actors.system import MemorySystem
-from gliding_actors._aio import AsyncAgent
+from gliding_actors.agent import AsyncAgent
 from gliding_actors._version import __version__
 
 __all__ = [

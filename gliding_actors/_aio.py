@@ -1,10 +1,11 @@
 """The asyncio face of an agent handle: ``await agent.aio.read(iri)``.
 
 One convention everywhere: :attr:`Agent.aio <gliding_actors.agent.Agent.aio>`
-is an :class:`AsyncAgent` whose every method is the awaitable twin of the
-blocking method of the same name, with the same arguments and result. Each is
-built on the handle's ``submit_*`` method, so validation, permissions and
-recording are exactly those of the blocking call.
+is an :class:`~gliding_actors.agent.AsyncAgent` whose every method is the
+awaitable twin of the blocking method of the same name, with the same
+arguments and result. Both are faces of one definition per operation
+(:mod:`gliding_actors._operation`), so validation, permissions and recording
+are exactly those of the blocking call.
 
 How it waits without blocking the loop: the runtime future's done callback
 (which runs in the actor thread that answered) takes the outcome there —
@@ -52,17 +53,11 @@ import itertools
 import math
 import threading
 import weakref
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
-from gliding_actors.errors import InvalidInput, Timeout
+from gliding_actors.errors import Timeout
 
-if TYPE_CHECKING:
-    from gliding_actors.agent import Agent, ReadResult, WriteResult
-
-__all__ = ["AsyncAgent", "wrap_future"]
-
-T = TypeVar("T")
+__all__ = ["settle", "wrap_future"]
 
 
 #: outcomes delivered per loop callback
@@ -185,259 +180,16 @@ def wrap_future(future: Any, loop: asyncio.AbstractEventLoop) -> asyncio.Future[
     return waiter
 
 
-class AsyncAgent:
-    """Awaitable twins of every :class:`~gliding_actors.agent.Agent` method (module docstring).
+async def settle(future: Any, limit: float) -> Any:
+    """Await the runtime ``future`` on the running loop; :class:`Timeout` after ``limit`` seconds.
 
-    Get one with ``agent.aio``; it is a thin view (make as many as you like)
-    and may be used from any event loop, one loop per await.
+    Cancelling the await cancels the wait only (module docstring).
     """
-
-    def __init__(self, agent: Agent) -> None:
-        runtime = agent.system.runtime
-        if runtime.kind != "threads":
-            raise InvalidInput(
-                f"the async API needs the threads runtime, not {runtime.kind!r}: on sim nothing moves "
-                "unless a blocking call drives the simulator (use the blocking API or scenario replay there)"
-            )
-        self._agent = agent
-        self._ask_timeout_s = runtime.ask_timeout_s
-
-    @property
-    def agent(self) -> Agent:
-        """The blocking handle this view belongs to."""
-        return self._agent
-
-    @property
-    def id(self) -> str:
-        return self._agent.id
-
-    @property
-    def role(self) -> str:
-        return self._agent.role
-
-    async def _wait(self, submit: Callable[[], Any], timeout: float | None, extra_s: float = 0.0) -> Any:
-        loop = asyncio.get_running_loop()
-        waiter = wrap_future(submit(), loop)
-        limit = (self._ask_timeout_s if timeout is None else timeout) + extra_s
-        if not waiter.done():
-            _bridge(loop).expire_after(limit, waiter)
-        try:
-            return await waiter
-        except _Expired:
-            raise Timeout(f"no answer within {limit:g} s") from None
-
-    # -- lines ---------------------------------------------------------------
-    async def read(self, iri: str, *, timeout: float | None = None) -> ReadResult:
-        """Awaitable :meth:`Agent.read` (a hit completes without suspending on a message)."""
-        result: ReadResult = await self._wait(lambda: self._agent.submit_read(iri), timeout)
-        return result
-
-    async def get(self, iri: str, *, timeout: float | None = None) -> dict[str, Any] | None:
-        return (await self.read(iri, timeout=timeout))["value"]
-
-    async def write(
-        self,
-        iri: str,
-        value: dict[str, Any],
-        *,
-        tags: Iterable[str] | None = None,
-        graph: str | None = None,
-        timeout: float | None = None,
-    ) -> WriteResult:
-        result: WriteResult = await self._wait(
-            lambda: self._agent.submit_write(iri, value, tags=tags, graph=graph), timeout
-        )
-        return result
-
-    async def cas(
-        self,
-        iri: str,
-        version: int,
-        value: dict[str, Any],
-        *,
-        tags: Iterable[str] | None = None,
-        graph: str | None = None,
-        timeout: float | None = None,
-    ) -> WriteResult:
-        result: WriteResult = await self._wait(
-            lambda: self._agent.submit_cas(iri, version, value, tags=tags, graph=graph), timeout
-        )
-        return result
-
-    async def delete(self, iri: str, *, timeout: float | None = None) -> int:
-        result = await self._wait(lambda: self._agent.submit_delete(iri), timeout)
-        return int(result["version"])
-
-    async def evict(self, iri: str, *, timeout: float | None = None) -> None:
-        await self._wait(lambda: self._agent.submit_evict(iri), timeout)
-
-    async def query(
-        self, sparql: str, bindings: dict[str, Any] | None = None, *, timeout: float | None = None
-    ) -> dict[str, Any]:
-        result: dict[str, Any] = await self._wait(lambda: self._agent.submit_query(sparql, bindings), timeout)
-        return result
-
-    # -- blackboard ------------------------------------------------------------
-    async def heartbeat(
-        self, status: str | None = None, operation: str | None = None, *, timeout: float | None = None
-    ) -> None:
-        await self._wait(lambda: self._agent.submit_heartbeat(status, operation), timeout)
-
-    async def lock(
-        self, resource: str, mode: str = "write", timeout_s: float = 0.0, *, timeout: float | None = None
-    ) -> int | None:
-        """Awaitable :meth:`Agent.lock`: the await lasts up to ``timeout_s`` plus ``timeout``."""
-        result = await self._wait(lambda: self._agent.submit_lock(resource, mode, timeout_s), timeout, timeout_s)
-        return int(result["token"]) if result["granted"] else None
-
-    async def unlock(self, resource: str, *, timeout: float | None = None) -> None:
-        await self._wait(lambda: self._agent.submit_unlock(resource), timeout)
-
-    async def create_task(
-        self, task: str, *, parent: str | None = None, depends_on: Iterable[str] = (), timeout: float | None = None
-    ) -> None:
-        request = {"t": "task.create", "task": task, "parent": parent, "depends_on": list(depends_on)}
-        await self._wait(lambda: self._agent.submit_task(request), timeout)
-
-    async def depend(self, task: str, on: str, *, timeout: float | None = None) -> None:
-        await self._wait(lambda: self._agent.submit_task({"t": "task.depend", "task": task, "on": on}), timeout)
-
-    async def task_layers(self, task: str | None = None, *, timeout: float | None = None) -> list[list[str]]:
-        result = await self._wait(lambda: self._agent.submit_task({"t": "task.layers", "task": task}), timeout)
-        return [list(layer) for layer in result["layers"]]
-
-    async def complete_task(
-        self, task: str, status: str = "completed", *, timeout: float | None = None
-    ) -> list[str]:
-        result = await self._wait(lambda: self._agent.submit_complete_task(task, status), timeout)
-        return list(result["ready"])
-
-    async def attach_to_task(self, task: str, iris: Iterable[str], *, timeout: float | None = None) -> None:
-        await self._wait(lambda: self._agent.submit_attach_task(task, iris), timeout)
-
-    # -- MemoryBus -------------------------------------------------------------
-    async def subscribe(self, topic: str, *, timeout: float | None = None) -> None:
-        await self._wait(lambda: self._agent.submit_subscribe(topic), timeout)
-
-    async def unsubscribe(self, topic: str, *, timeout: float | None = None) -> None:
-        await self._wait(lambda: self._agent.submit_unsubscribe(topic), timeout)
-
-    async def publish(self, topic: str, message: dict[str, Any], *, timeout: float | None = None) -> int:
-        result = await self._wait(lambda: self._agent.submit_publish(topic, message), timeout)
-        return int(result["seq"])
-
-    async def inbox(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = await self._wait(self._agent.submit_inbox, timeout)
-        return result
-
-    async def messages(
-        self, topic: str, since_seq: int = 0, limit: int | None = None, *, timeout: float | None = None
-    ) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = await self._wait(
-            lambda: self._agent.submit_messages(topic, since_seq, limit), timeout
-        )
-        return result
-
-    # -- L1 session --------------------------------------------------------------
-    async def turn(
-        self,
-        summary: str,
-        *,
-        thought: str = "",
-        content: str = "",
-        role: str = "assistant",
-        supplement: bool = False,
-        relevance: float | None = None,
-        tokens: int | None = None,
-        cites: Iterable[str] | dict[str, int] | None = None,
-        embedding: Iterable[float] | None = None,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        result: dict[str, Any] = await self._wait(
-            lambda: self._agent.submit_turn(
-                summary,
-                thought=thought,
-                content=content,
-                role=role,
-                supplement=supplement,
-                relevance=relevance,
-                tokens=tokens,
-                cites=cites,
-                embedding=embedding,
-            ),
-            timeout,
-        )
-        return result
-
-    async def session(self, *, timeout: float | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = await self._wait(self._agent.submit_session, timeout)
-        return result
-
-    async def session_messages(self, *, timeout: float | None = None) -> list[dict[str, str]]:
-        result: list[dict[str, str]] = await self._wait(self._agent.submit_session_messages, timeout)
-        return result
-
-    async def handoff(self, *, timeout: float | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = await self._wait(self._agent.submit_handoff, timeout)
-        return result
-
-    async def set_query(
-        self, embedding: Iterable[float] | None = None, *, text: str | None = None, timeout: float | None = None
-    ) -> list[str]:
-        result = await self._wait(lambda: self._agent.submit_set_query(embedding, text=text), timeout)
-        return list(result["evicted"])
-
-    async def close_session(self, *, timeout: float | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = await self._wait(self._agent.submit_close_session, timeout)
-        return result
-
-    async def reload(self, iri: str) -> dict[str, Any]:
-        """Awaitable :meth:`Agent.reload`: one LevelDB read by key (microseconds), done in place."""
-        return self._agent.reload(iri)
-
-    # -- L3 --------------------------------------------------------------------------
-    async def project(
-        self,
-        frame: str | None = None,
-        task: str | None = None,
-        max_tokens: int | None = None,
-        *,
-        query: str | None = None,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        result: dict[str, Any] = await self._wait(
-            lambda: self._agent.submit_project(frame, task, max_tokens, query), timeout
-        )
-        return result
-
-    # -- hyperspace (hybrid search) -------------------------------------------------
-    async def search(
-        self, text: str, k: int = 10, filters: dict[str, Any] | None = None, *, timeout: float | None = None
-    ) -> dict[str, Any]:
-        result: dict[str, Any] = await self._wait(lambda: self._agent.submit_search(text, k, filters), timeout)
-        return result
-
-    # -- context assembly and prefetch -------------------------------------------------
-    async def set_task(self, task: str | None) -> None:
-        """Awaitable :meth:`Agent.set_task`: a local note, done in place."""
-        self._agent.set_task(task)
-
-    async def context(
-        self,
-        query: str | None = None,
-        max_tokens: int = 2000,
-        *,
-        task: str | None = None,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        result: dict[str, Any] = await self._wait(
-            lambda: self._agent.submit_context(query, max_tokens, task=task), timeout
-        )
-        return result
-
-    async def intent(self, entities: Iterable[str]) -> None:
-        """Awaitable :meth:`Agent.intent`: like it, returns once the prefetch is asked for, not done."""
-        self._agent.intent(entities)
-
-    def __repr__(self) -> str:
-        return f"<AsyncAgent {self._agent.id!r} role={self._agent.role}>"
+    loop = asyncio.get_running_loop()
+    waiter = wrap_future(future, loop)
+    if not waiter.done():
+        _bridge(loop).expire_after(limit, waiter)
+    try:
+        return await waiter
+    except _Expired:
+        raise Timeout(f"no answer within {limit:g} s") from None

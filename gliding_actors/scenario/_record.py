@@ -1,15 +1,16 @@
 """Recording what a live team did, one JSON line per operation (docs/RECORDING.md).
 
 ``MemorySystem.open(..., record="trace.jsonl")`` attaches a :class:`Recorder`.
-It hooks in one place: every ``submit_*`` method of each agent handle (and
-``reload``), and the system's ``submit_inspect``, ``submit_flush`` and
-``submit_team``, are wrapped on the handle when it is made, so a method added
-to :class:`~gliding_actors.agent.Agent` later is recorded without anyone
-remembering to. Blocking methods go through their ``submit_*`` twin, and the
-async view goes through the same twins, so each operation is recorded exactly
-once however it was called: only the outermost wrapped call in a thread is
-recorded (``submit_task`` handing a ``task.complete`` to
-``submit_complete_task`` is one op).
+It hooks in one place per handle: every operation of an agent handle (one
+definition, three faces: :mod:`gliding_actors._operation`) passes the
+handle's trace point, which the recorder sets when the handle is made; the
+few plain ``submit_*`` methods, ``reload``, and the system's
+``submit_inspect``, ``submit_flush`` and ``submit_team`` are wrapped by name.
+So an operation added to :class:`~gliding_actors.agent.Agent` later is
+recorded without anyone remembering to, under its ``submit_*`` name whether
+it was called blocking, as a future or awaited, and exactly once: only the
+outermost recorded call in a thread is recorded (``submit_task`` handing a
+``task.complete`` to ``submit_complete_task`` is one op).
 
 Each op line carries the scenario op it corresponds to (``op``, or null when
 the format has none) and its arguments in scenario terms, two global sequence
@@ -33,6 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from gliding_actors._operation import Call, Tracer
 from gliding_actors._version import __version__
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import InvalidInput, Timeout
@@ -63,8 +65,8 @@ class RecordedAgent(Protocol):
     @property
     def role(self) -> str: ...
 
-    #: False: every read goes through ``submit_read``, so it is recorded
-    _direct_hits: bool
+    #: the handle's one trace point: every operation goes through it when set
+    _trace: Tracer | None
 
 __all__ = ["TRACE_FORMAT", "Recorder", "TracedFuture", "scenario_call"]
 
@@ -223,6 +225,7 @@ class Recorder:
         self._local = threading.local()
         self._closed = False
         self._pending: dict[int, dict[str, Any]] = {}
+        self._signatures: dict[str, inspect.Signature] = {}
         self._t0 = self._clock.now()
         self._write(
             {
@@ -250,48 +253,88 @@ class Recorder:
 
     # -- hooking -------------------------------------------------------------
     def agent_added(self, agent: RecordedAgent) -> None:
-        """Record a new handle and wrap its operations (called by ``MemorySystem.agent``)."""
+        """Record a new handle and observe its operations (called by ``MemorySystem.agent``).
+
+        Operations (reads, writes, ...) are seen through the handle's one
+        trace point; the few plain ``submit_*`` methods (and ``reload``) are
+        wrapped by name.
+        """
         self._write({"kind": "agent", "id": agent.id, "role": agent.role, "t": self._clock.now()})
-        names = [n for n in dir(type(agent)) if n.startswith("submit_") or n == "reload"]
-        for name in names:
-            if callable(getattr(type(agent), name, None)):
+        kind = type(agent)
+        for name in dir(kind):
+            if (name.startswith("submit_") or name == "reload") and inspect.isfunction(getattr(kind, name, None)):
                 self._wrap(agent, name, agent.id)
-        agent._direct_hits = False  # a hit must go through submit_read to be recorded
+        agent._trace = functools.partial(self._trace_operation, agent.id)
+
+    def _trace_operation(
+        self,
+        agent_id: str,
+        name: str,
+        send: Callable[..., Call[Any, Any]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Call[Any, Any]:
+        """One operation of a handle, recorded under its ``submit_*`` name."""
+        call: Call[Any, Any] | None = None
+
+        def sent(*a: Any, **k: Any) -> Any:
+            nonlocal call
+            call = send(*a, **k)
+            return call.future
+
+        signature = self._signatures.get(name)
+        if signature is None:
+            signature = self._signatures[name] = inspect.signature(send)
+        traced = self._traced(name, agent_id, sent, signature, args, kwargs)
+        assert call is not None  # send ran (or raised, and so did _traced)
+        return Call(traced, call.finish, call.timeout)
 
     def _wrap(self, target: Any, name: str, agent_id: str | None) -> None:
         original = getattr(target, name)
         signature = inspect.signature(original)
-        local = self._local
 
         @functools.wraps(original)
         def traced(*args: Any, **kwargs: Any) -> Any:
-            if getattr(local, "depth", 0) or self._closed:
-                return original(*args, **kwargs)
-            try:
-                bound = signature.bind(*args, **kwargs)
-                bound.apply_defaults()
-                call_args = dict(bound.arguments)
-            except TypeError:
-                call_args = {"args": list(args), "kwargs": kwargs}
-            if agent_id is None and scenario_call(name, call_args)[0] is None:
-                # a system call the library makes for an op already recorded
-                # (completing a task flushes its lines from a callback thread)
-                return original(*args, **kwargs)
-            entry = self._issue(name, agent_id, call_args)
-            local.depth = 1
-            try:
-                out = original(*args, **kwargs)
-            except BaseException as exc:
-                self._complete(entry, self._next(), None, exc)
-                raise
-            finally:
-                local.depth = 0
-            if not callable(getattr(out, "add_done_callback", None)):
-                self._complete(entry, self._next(), out, None)  # a synchronous op (reload)
-                return out
-            return TracedFuture(out, self._next, lambda n, value, error: self._complete(entry, n, value, error))
+            return self._traced(name, agent_id, original, signature, args, kwargs)
 
         setattr(target, name, traced)
+
+    def _traced(
+        self,
+        name: str,
+        agent_id: str | None,
+        original: Callable[..., Any],
+        signature: inspect.Signature,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        local = self._local
+        if getattr(local, "depth", 0) or self._closed:
+            return original(*args, **kwargs)
+        try:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            call_args = dict(bound.arguments)
+            call_args.pop("timeout", None)  # how long the caller waits is not part of the op
+        except TypeError:
+            call_args = {"args": list(args), "kwargs": kwargs}
+        if agent_id is None and scenario_call(name, call_args)[0] is None:
+            # a system call the library makes for an op already recorded
+            # (completing a task flushes its lines from a callback thread)
+            return original(*args, **kwargs)
+        entry = self._issue(name, agent_id, call_args)
+        local.depth = 1
+        try:
+            out = original(*args, **kwargs)
+        except BaseException as exc:
+            self._complete(entry, self._next(), None, exc)
+            raise
+        finally:
+            local.depth = 0
+        if not callable(getattr(out, "add_done_callback", None)):
+            self._complete(entry, self._next(), out, None)  # a synchronous op (reload)
+            return out
+        return TracedFuture(out, self._next, lambda n, value, error: self._complete(entry, n, value, error))
 
     # -- lines -----------------------------------------------------------------
     def _next(self) -> int:

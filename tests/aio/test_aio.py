@@ -14,7 +14,16 @@ from typing import Any
 
 import pytest
 
-from gliding_actors import Agent, AsyncAgent, ConflictError, InvalidInput, MemorySystem, Timeout, VirtualClock
+from gliding_actors import (
+    Agent,
+    AsyncAgent,
+    ConflictError,
+    InvalidInput,
+    MemorySystem,
+    Timeout,
+    VirtualClock,
+)
+from gliding_actors._operation import Operation
 
 N_AGENTS = 50
 
@@ -25,24 +34,53 @@ def memory() -> Iterator[MemorySystem]:
         yield system
 
 
+def _members(kind: type) -> dict[str, Any]:
+    """Every attribute ``kind`` defines or inherits, as its class body holds it."""
+    return {name: member for cls in reversed(kind.__mro__) for name, member in vars(cls).items()}
+
+
 def _public_blocking_methods() -> list[str]:
     return sorted(
         name
-        for name, member in inspect.getmembers(Agent, inspect.isfunction)
-        if not name.startswith("_") and not name.startswith("submit_")
+        for name, member in _members(Agent).items()
+        if not name.startswith(("_", "submit_")) and (isinstance(member, Operation) or inspect.isfunction(member))
     )
 
 
-def test_every_blocking_method_has_an_awaitable_twin_with_the_same_parameters() -> None:
+def test_every_blocking_method_has_an_awaitable_twin_with_the_same_parameters(memory: MemorySystem) -> None:
     # A blocking method added to Agent without its twin fails here.
+    agent = memory.agent("pa", "PA")
     names = _public_blocking_methods()
-    assert {"read", "write", "cas", "lock", "turn", "project", "query", "publish"} <= set(names)
-    missing = [n for n in names if not inspect.iscoroutinefunction(getattr(AsyncAgent, n, None))]
+    assert {"read", "write", "cas", "lock", "turn", "project", "query", "publish", "get", "reload"} <= set(names)
+    missing = [n for n in names if not inspect.iscoroutinefunction(getattr(agent.aio, n, None))]
     assert missing == []
     for name in names:
-        blocking = list(inspect.signature(getattr(Agent, name)).parameters)
-        twin = list(inspect.signature(getattr(AsyncAgent, name)).parameters)
+        blocking = list(inspect.signature(getattr(agent, name)).parameters)
+        twin = list(inspect.signature(getattr(agent.aio, name)).parameters)
         assert twin == blocking, name
+
+
+def test_each_operation_is_defined_once_and_its_faces_are_derived(memory: MemorySystem) -> None:
+    # the future face and the awaitable face of an operation are its definition's, not a copy
+    agent = memory.agent("pa", "PA")
+    members = _members(Agent)
+    operations = [name for name, member in members.items() if isinstance(member, Operation)]
+    assert len(operations) >= 25
+    for name in operations:
+        op = members[name]
+        assert vars(AsyncAgent)[name] is op.awaitable, name
+        if op.recorded:  # the few built on another operation have no future face of their own
+            assert members[op.submit_name] is op.submit, name
+    with pytest.raises(InvalidInput):
+        agent.write("not an iri", {"n": 1})
+    with pytest.raises(InvalidInput):
+        agent.submit_write("not an iri", {"n": 1})
+
+    async def bad() -> None:
+        await agent.aio.write("not an iri", {"n": 1})
+
+    with pytest.raises(InvalidInput):
+        asyncio.run(bad())
 
 
 def test_sim_runtime_is_refused_with_a_clear_invalid_input() -> None:

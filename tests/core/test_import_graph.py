@@ -14,10 +14,7 @@ not to the packages around it. The rules:
 * **L0 does not reach L2**, not even through another module;
 * **the package imports neither ``tools`` nor ``tests``**.
 
-The redesign that makes every rule hold lands in steps; until it is done,
-:data:`NOT_YET` lists each violation that remains, word for word. The test
-fails on any violation not listed and on any listed one that is gone, so the
-list can only shrink. ``python tests/core/test_import_graph.py`` prints them.
+``python tests/core/test_import_graph.py`` prints the violations, if any.
 """
 
 from __future__ import annotations
@@ -37,7 +34,6 @@ ABOVE_FACADE = (
     "gliding_actors",
     "gliding_actors.system",
     "gliding_actors.agent",
-    "gliding_actors._aio",
     "gliding_actors.cli",
     "gliding_actors.bench.*",
     "gliding_actors.scenario.*",
@@ -52,14 +48,6 @@ LAYERS = ("l0", "l1", "l2", "l3", "coherence", "hyperspace", "context", "skills"
 RUNTIME_MAY_IMPORT = ("gliding_actors.errors", "gliding_actors.clock")
 RUNTIME = ("gliding_actors.runtime",)
 
-#: violations still to remove, exactly as :func:`violations` words them
-NOT_YET: frozenset[str] = frozenset(
-    {
-        # the awaitable face is written by hand beside the blocking one; it goes once
-        # each agent op is defined once and its faces are derived from that definition
-        "import cycle between gliding_actors._aio, gliding_actors.agent: gliding_actors._aio, gliding_actors.agent",
-    }
-)
 
 
 def _module_name(path: Path) -> str:
@@ -233,11 +221,8 @@ def violations(graph: dict[str, set[str]] | None = None) -> set[str]:
 
 
 def test_the_import_graph_keeps_the_layering() -> None:
-    found = violations()
-    new = sorted(found - NOT_YET)
-    gone = sorted(NOT_YET - found)
-    assert not new, "new layering violations:\n" + "\n".join(new)
-    assert not gone, "fixed: remove these from NOT_YET:\n" + "\n".join(gone)
+    found = sorted(violations())
+    assert not found, "layering violations:\n" + "\n".join(found)
 
 
 def test_the_checker_sees_each_kind_of_violation() -> None:

@@ -1,0 +1,69 @@
+"""What agent operations answer and what their callers get: the typed results, and the steps between."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+__all__ = ["ReadResult", "WriteResult"]
+
+
+class ReadResult(TypedDict):
+    """What a read returns (the scenario op ``read``'s result keys)."""
+
+    #: the line's value as written, or None when absent or deleted
+    value: dict[str, Any] | None
+    #: 0 while never written, +1 per completed write or delete
+    version: int
+    #: this agent's copy after the read: S, E or M (I for a line nobody wrote)
+    state: str
+    #: coherence-protocol messages the read caused (0 for a hit)
+    messages: int
+
+
+class WriteResult(TypedDict):
+    """What a write or cas returns."""
+
+    version: int
+    state: str
+    messages: int
+    #: ``write_through`` (critical tag: durable in L0 before completing) or ``write_back``
+    policy: str
+
+
+
+# -- finishing steps: how an operation's answer becomes its caller's result
+def nothing(_answer: object) -> None:
+    return None
+
+
+def version_of(answer: dict[str, Any]) -> int:
+    return int(answer["version"])
+
+
+def token_of(answer: dict[str, Any]) -> int | None:
+    return int(answer["token"]) if answer["granted"] else None
+
+
+def layers_of(answer: dict[str, Any]) -> list[list[str]]:
+    return [list(layer) for layer in answer["layers"]]
+
+
+def ready_of(answer: dict[str, Any]) -> list[str]:
+    return list(answer["ready"])
+
+
+def seq_of(answer: dict[str, int]) -> int:
+    return answer["seq"]
+
+
+def evicted_of(answer: dict[str, Any]) -> list[str]:
+    return list(answer["evicted"])
+
+
+def read_result(result: dict[str, Any]) -> ReadResult:
+    return {
+        "value": result["value"],
+        "version": result["version"],
+        "state": result["state"],
+        "messages": result["messages"],
+    }
