@@ -23,8 +23,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
+from gliding_actors._crashes import CrashOps
 from gliding_actors._supervision import SUPERVISOR_ACTOR, Supervision, SupervisorActor
 from gliding_actors.agent import ROLES, Agent
 from gliding_actors.bus import BUS_ACTOR, BusState, MemoryBus
@@ -42,18 +43,18 @@ from gliding_actors.coherence._hosting import (
 )
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.config import Config
-from gliding_actors.context._service import PREFETCH_ACTOR, SCHEDULER_ACTOR, ContextService
-from gliding_actors.errors import ActorCrashed, ActorUnavailable, InvalidInput, StorageError
-from gliding_actors.hyperspace._service import HYPERSPACE_ACTOR, HyperspaceService
+from gliding_actors.context._service import ContextService
+from gliding_actors.errors import ActorUnavailable, InvalidInput, StorageError
+from gliding_actors.hyperspace._service import HyperspaceService
 from gliding_actors.l0 import SHARDS_DIR, L0Store
-from gliding_actors.l1 import is_archive_iri, session_actor_name, start_session
+from gliding_actors.l1 import is_archive_iri, start_session
 from gliding_actors.l1._tokens import get_counter
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor, BlackboardState
 from gliding_actors.l2._graph import GraphStore
 from gliding_actors.l2._graph_writer import GRAPH_ACTOR, GraphOutbox, GraphWriter
 from gliding_actors.l2._permissions import PermissionMatrix
 from gliding_actors.l2._registry import LineGraphs
-from gliding_actors.l3 import VIEWS_ACTOR, ProjectionService
+from gliding_actors.l3 import ProjectionService
 from gliding_actors.metrics._counters import SystemCounters
 from gliding_actors.runtime import (
     DRIVER_ONLY,
@@ -61,8 +62,6 @@ from gliding_actors.runtime import (
     Future,
     GatheredFuture,
     Runtime,
-    Simulator,
-    ThreadsRuntime,
     create_runtime,
 )
 
@@ -71,14 +70,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MemorySystem"]
 
-@runtime_checkable
-class _Distributed(Protocol):
-    """A runtime over several processes (Ray): where actors can be placed, and how to wait for quiet."""
-
-    def node_ids(self) -> list[str]: ...
-
-    def wait_quiescent(self, timeout: float | None = None) -> None: ...
-
+#: where a sharded L0 records how many shards it was made with
 _LAYOUT = "LAYOUT.json"
 
 
@@ -127,7 +119,7 @@ def _record_l0_layout(path: Path, config: Config, l0: L0Store, recorded: int | N
     layout.write_text(json.dumps({"shards": config.coherence.directory_shards}) + "\n")
 
 
-class MemorySystem:
+class MemorySystem(CrashOps):
     """One memory hierarchy and the actors that serve it. Use :meth:`open`."""
 
     def __init__(self, *, runtime: Runtime, config: Config, path: Path, owns_path: bool) -> None:
@@ -176,7 +168,7 @@ class MemorySystem:
         #: the Ray cluster joined (``open(address=)``), for a reopen after crash_process
         self._address: str | None = None
         #: on Ray the directory shards run on the cluster's nodes, round robin
-        self._nodes: list[str] = runtime.node_ids() if isinstance(runtime, _Distributed) else []
+        self._nodes: list[str] = runtime.node_ids()
         #: the supervisor's record and restart policy (docs/RELIABILITY.md, "Supervision")
         self._supervision = Supervision(
             runtime.clock, max_restarts=config.runtime.max_restarts, window_s=config.runtime.restart_window_s
@@ -677,210 +669,13 @@ class MemorySystem:
         """Blocking :meth:`submit_flush`; returns how many lines were written."""
         return self.submit_flush().get(timeout)
 
-    # -- fault injection ----------------------------------------------------
-    def quiesce(self, timeout: float | None = None) -> None:
-        """Wait until no message is in flight (on ``sim``: deliver them all now)."""
-        rt = self._runtime
-        if isinstance(rt, Simulator):
-            rt.run_until_quiescent()
-        elif isinstance(rt, (ThreadsRuntime, _Distributed)):
-            rt.wait_quiescent(timeout)
-
-    def _home_versions(self, iris: Iterable[str], timeout: float) -> dict[str, int]:
-        """Each line's version at home (in L2, else in L0), asked of its shard."""
-        return self._ask_shards("l2.versions", iris, timeout)
-
-    def _l0_versions(self, iris: Iterable[str], timeout: float) -> dict[str, int]:
-        """Each line's version in L0, asked of its shard (whose home reads its L0)."""
-        return self._ask_shards("l0.versions", iris, timeout)
-
-    def _ask_shards(self, kind: str, iris: Iterable[str], timeout: float) -> dict[str, int]:
-        by_shard: dict[str, list[str]] = {}
-        for iri in iris:
-            by_shard.setdefault(self.directory_for(iri), []).append(iri)
-        rt = self._runtime
-        asks = [rt.lookup(shard).ask({"t": kind, "iris": part}) for shard, part in sorted(by_shard.items())]
-        found: dict[str, int] = {}
-        for ask in asks:
-            found.update(ask.get(timeout))
-        return found
-
-    def crash(self, target: str, *, timeout: float | None = None) -> dict[str, Any]:
-        """Crash one actor on purpose and wait until the system serves again.
-
-        For tests and scenario replay (op ``crash``). Messages in flight are
-        delivered first, so the crash falls between protocol transactions.
-        The protocol also recovers from a crash in the middle of one (a
-        reborn cache answers what was sent to its dead self; a rebuilt
-        directory places copies caught mid-transaction); the simulator's
-        fault injector exercises that (``tools.reliability._faults``,
-        docs/COHERENCE.md "Crashes").
-
-        * ``agent:ID``: the agent's cache crashes and restarts empty; every
-          directory forgets its copies, so the last version home holds comes
-          back. Returns ``{"lost": [IRIs]}``: the lines whose only newest copy
-          (a write-back write in M) died with it.
-        * ``directory`` (every shard) or a shard name (``dir:0``): the directory
-          crashes and rebuilds its sharers and owners from the agent caches
-          before serving again; home (L2) and the caches keep every value, so
-          nothing is lost. Returns ``{"lost": [], "notes": [...]}``.
-        * ``bus``, ``blackboard``, ``l1:ID`` (the agent's session actor),
-          ``l3`` (every worker, framer and the views actor), ``graph`` (the
-          graph writer, when the memory has one), ``hyperspace``,
-          ``context`` (scheduler and prefetcher), ``supervisor``: an
-          ``InjectedCrash`` inside the actor; its supervisor rebuilds it over
-          the state that outlives it (docs/RELIABILITY.md, "Supervision").
-          Returns ``{"lost": [], "notes": [...]}``, the notes being what each
-          rebuilt actor checked or repaired, or ``"NAME: stopped (...)"`` when
-          the restart intensity was exceeded and it stays down.
-
-        A whole process is :meth:`crash_process`. Other targets (``l0``,
-        ``l2``: stores, not actors) are ``InvalidInput`` and change nothing.
-        """
-        if self._closed:
-            raise ActorUnavailable("the memory system is closed")
-        if not isinstance(target, str):
-            raise InvalidInput(f"a crash target is a string, not {target!r}")
-        if target.startswith("agent:"):
-            agent_id = target.removeprefix("agent:")
-            if agent_id not in self.agents():
-                raise InvalidInput(f"crash: no agent {agent_id!r} (agents: {', '.join(sorted(self.agents()))})")
-            victims = [cache_name(agent_id)]
-        elif target == "directory":
-            victims = list(self.directories)
-        elif target in self.directories:
-            victims = [target]
-        else:
-            victims = self._component_victims(target)  # InvalidInput for an unknown target
-        wait = self._runtime.ask_timeout_s if timeout is None else timeout
-        self.quiesce(wait)
-        lost: list[str] = []
-        if target.startswith("agent:"):
-            view = self.board.holders().get(target.removeprefix("agent:"), {})
-            modified = {iri: version for iri, (state, _value, version) in view.items() if state == "M"}
-            at_home = self._home_versions(modified, wait)
-            lost = sorted(iri for iri, version in modified.items() if version > at_home[iri])
-        coherent = target.startswith("agent:") or target == "directory" or target in self.directories
-        for name in victims:
-            try:  # caches and directories crash in their own handler, the others in the supervisor's shell
-                self._runtime.lookup(name).ask({"t": "crash"} if coherent else {"t": "supervision.crash"}).get(wait)
-            except ActorCrashed:
-                pass  # what we asked for
-        self.quiesce(wait)
-        for iri in lost:  # the registry recorded the lost write; home's version is the truth now
-            self._forget_lost_version(iri)
-        notes: list[str] = []
-        for name in victims:
-            ready = {"t": "ready"} if name in self.directories else {"t": "supervision.ping"}
-            try:
-                notes += self._runtime.lookup(name).ask(ready).get(wait)["notes"]
-            except ActorUnavailable:  # the restart intensity was exceeded: it stays stopped
-                notes.append(f"{name}: stopped ({self.supervision()['actors'][name]['last_error']})")
-        return {"lost": lost, "notes": notes}
-
-    def _component_victims(self, target: str) -> list[str]:
-        """The actors crash target ``target`` names (besides caches and directories)."""
-        if target.startswith("l1:"):
-            agent_id = target.removeprefix("l1:")
-            if agent_id not in self.agents():
-                raise InvalidInput(f"crash: no agent {agent_id!r} (agents: {', '.join(sorted(self.agents()))})")
-            return [session_actor_name(agent_id)]
-        named = {
-            "bus": [BUS_ACTOR],
-            "blackboard": [BLACKBOARD_ACTOR],
-            "l3": [*self.l3.workers, *self.l3.framers, VIEWS_ACTOR],
-            "hyperspace": [HYPERSPACE_ACTOR],
-            "context": [SCHEDULER_ACTOR, PREFETCH_ACTOR],
-            "supervisor": [SUPERVISOR_ACTOR],
-        }
-        if self._graph_writer:
-            named["graph"] = [GRAPH_ACTOR]
-        victims = named.get(target)
-        if victims is None:
-            raise InvalidInput(
-                f"crash target {target!r}: this build crashes 'agent:ID', 'l1:ID', 'directory', one of "
-                f"{', '.join(self.directories)}, {', '.join(repr(n) for n in named)} here, "
-                "and a whole process with crash_process() ('l0' and 'l2' are stores, not actors: they die with the process)"
-            )
-        return victims
-
-    def _forget_lost_version(self, iri: str) -> None:
-        with self._graph_lock:
-            node = self.graph.node(iri)
-        if node is not None:
-            self.line_graphs.reset(iri, node.graph, node.version)
-            return
-        entry = self._l0.retrieve(iri, touch=False)
-        if entry is not None:
-            self.line_graphs.reset(iri, entry.named_graph or DEFAULT_GRAPH, entry.version)
-        else:
-            self.line_graphs.reset(iri, None, 0)
-
-    def crash_process(self, *, timeout: float | None = None, quiesce: bool = True) -> MemorySystem:
-        """Simulate the death of the whole process; return the memory reopened from L0.
-
-        Nothing is flushed: every actor stops with its volatile state (agent
-        caches, directories, the L2 node map and graph, the blackboard's
-        tasks, locks and registrations, bus subscriptions and mailboxes), and
-        a new system opens over the same L0 with the same configuration,
-        runtime kind, clock and seed. Completed write-through writes and
-        flushed lines survive; write-back data that never reached L0 is lost,
-        and ``lost_in_crash`` on the new system lists those IRIs. Agents must
-        be asked for again (:meth:`agent`); this handle is closed.
-
-        ``quiesce=False`` kills it mid-run, as a real crash would: messages in
-        flight die with the process and ops waiting on them fail with
-        ``ActorUnavailable``. ``lost_in_crash`` then lists what the caches
-        and home held newer than L0 at that instant; a write-back whose data
-        was in a message is not in it. The promise that holds either way is
-        the durability contract (docs/RELIABILITY.md): every completed
-        write-through write and every line of a completed flush is in L0.
-        """
-        if self._closed:
-            raise ActorUnavailable("the memory system is closed")
-        wait = self._runtime.ask_timeout_s if timeout is None else timeout
-        if quiesce:
-            self.quiesce(wait)
-        newest: dict[str, int] = {}
-        for view in self.board.holders().values():
-            for iri, (state, _value, version) in view.items():
-                if state == "M":
-                    newest[iri] = max(newest.get(iri, 0), version)
-        in_l0: dict[str, int] | None = None
-        if self._config.l0.sharded:
-            # The homes live with their shards: asked, so messages still in flight are
-            # delivered first (a sharded crash is taken between the shards' handlers).
-            # A shard whose process is already gone (a lost node) took its dirty lines
-            # with it: they are not known here. L0's versions are read after the reopen.
-            for shard in self.directories:
-                try:
-                    dirty = self._runtime.lookup(shard).ask({"t": "l2.dirty"}).get(wait)
-                except ActorUnavailable:
-                    continue
-                for iri, version in dirty:
-                    newest[iri] = max(newest.get(iri, 0), int(version))
-        else:
-            for home in self._homes.values():
-                for iri in home.dirty():
-                    held = home.peek(iri)
-                    if held is not None:
-                        newest[iri] = max(newest.get(iri, 0), int(held["version"]))
-            in_l0 = {iri: self._l0.retrieve_version(iri) for iri in newest}
-        self._closed = True
-        if self._recorder is not None:
-            self._recorder.close()  # the reopened memory is not recorded (docs/RECORDING.md)
-        self._release(save_index=False)  # the index dies unsaved; the reopened one reconciles with L0
-        kind = self._runtime.kind
-        clock = self._runtime.clock
-        seed = getattr(self._runtime, "seed", 0)
-        reopened = MemorySystem.open(
-            self._path, self._config, kind, clock=clock, seed=seed, address=self._address
+    def _reopen(self) -> MemorySystem:
+        """A new memory over the same L0, configuration, runtime kind, clock and seed (after a crash)."""
+        runtime = self._runtime
+        seed = getattr(runtime, "seed", 0)
+        return MemorySystem.open(
+            self._path, self._config, runtime.kind, clock=runtime.clock, seed=seed, address=self._address
         )
-        reopened._owns_path = self._owns_path
-        if in_l0 is None:
-            in_l0 = {iri: reopened.durable_version(iri, timeout=wait) for iri in newest}
-        reopened.lost_in_crash = sorted(iri for iri, version in newest.items() if version > in_l0[iri])
-        return reopened
 
     def agents(self) -> dict[str, Agent]:
         """Every agent handle created so far, by id."""

@@ -240,6 +240,14 @@ class Runtime(Protocol):
         """Stop one actor; its pending asks fail with ActorUnavailable."""
         ...
 
+    def node_ids(self) -> list[str]:
+        """The nodes ``spawn(..., placement=...)`` may name; empty on a one-process backend."""
+        ...
+
+    def wait_quiescent(self, timeout: float | None = None) -> None:
+        """Return once no message is in flight (``sim``: deliver them all now); Timeout after ``timeout``."""
+        ...
+
     def shutdown(self) -> None:
         """Stop every actor and timer; idempotent."""
         ...

@@ -278,6 +278,14 @@ class Simulator:
         free = [c for c in self._ready if c not in self._held]
         return free or self._ready
 
+    def node_ids(self) -> list[str]:
+        """None: every actor lives in this process."""
+        return []
+
+    def wait_quiescent(self, timeout: float | None = None) -> None:
+        """Deliver every message in flight now (virtual time: nothing to wait for)."""
+        self.run_until_quiescent()
+
     def run_until_quiescent(self, max_steps: int | None = None) -> int:
         """Deliver messages until no channel holds one; returns how many were delivered.
 

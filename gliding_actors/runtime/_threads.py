@@ -228,6 +228,10 @@ class ThreadsRuntime:
     def _inflight(self) -> int:
         return self._inflight_count
 
+    def node_ids(self) -> list[str]:
+        """None: every actor lives in this process."""
+        return []
+
     def wait_quiescent(self, timeout: float | None = None) -> None:
         """Wait until every posted message has been handled (timers aside).
 
