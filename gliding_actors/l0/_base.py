@@ -1,0 +1,276 @@
+"""L0Store's shared state: LevelDB opened, format-checked and closed, and the access counters.
+
+Split out of ``_store.py`` (threading rules there) because both the read and the write side
+need it: the reads counted in memory are written down by :meth:`_StoreBase.flush`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from types import TracebackType
+from typing import Any, Self
+
+import msgpack
+import plyvel
+
+from gliding_actors.clock import Clock
+from gliding_actors.errors import CorruptRecord, IncompatibleFormat, InvalidInput, StorageError
+from gliding_actors.l0 import _keys as K
+from gliding_actors.l0._config import L0Config
+from gliding_actors.l0._entry import (
+    F_ACCESS_COUNT,
+    F_LAST_ACCESSED,
+    L0Entry,
+    decode_access,
+    entry_from_fields,
+    pack_access,
+    pack_small_access,
+    packb,
+)
+
+_unpackb = msgpack.unpackb
+_tuple_new = tuple.__new__
+
+
+def leveldb_options(config: L0Config) -> dict[str, Any]:
+    """The options L0 opens LevelDB with (``plyvel.DB`` keywords): checked,
+    with Bloom filters, its memory bounded by ``config`` rather than left to
+    LevelDB's defaults. ``bench l0`` opens its raw baseline with the same."""
+    return {
+        "create_if_missing": True,
+        "paranoid_checks": True,
+        "bloom_filter_bits": 10,
+        "write_buffer_size": config.write_buffer_bytes,
+        "lru_cache_size": config.block_cache_bytes,
+        "max_open_files": config.max_open_files,
+        "block_size": config.block_size_bytes,
+    }
+
+
+class _StoreBase:
+    """State and lifecycle of an L0 store; :class:`~gliding_actors.l0.L0Store` documents the arguments."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock,
+        config: L0Config | None = None,
+        access_flush_every: int | None = None,
+    ) -> None:
+        self._config = config if config is not None else L0Config()
+        if access_flush_every is None:
+            access_flush_every = self._config.access_flush_every
+        if (
+            isinstance(access_flush_every, bool)
+            or not isinstance(access_flush_every, int)
+            or access_flush_every < 1
+        ):
+            raise InvalidInput(
+                f"access_flush_every must be a positive int, not {access_flush_every!r}"
+            )
+        self._path = os.fspath(path)
+        self._clock = clock
+        self._max_bytes = self._config.max_node_bytes
+        self._sync_all = self._config.sync_all_writes
+        self._flush_every = access_flush_every
+        self._write_lock = threading.RLock()
+        self._access_lock = threading.Lock()
+        # iri -> [stored access count, reads not yet written down, time of the
+        # last one, access key]. The stored count is read with the first
+        # pending read; it stays right until the next write-down, the only
+        # writer of access keys.
+        self._pending: dict[str, list[Any]] = {}
+        self._reads = 0
+        # Bumped (under _access_lock) after every write-down of access counts and
+        # every delete; a reader that overlapped one re-reads (see retrieve()).
+        self._generation = 0
+        # Validated tags / graph names / types -> their index-key prefix
+        # (namespace + UTF-8 + NUL): a write checks a known label with one dict
+        # lookup instead of a regex, and builds its index keys with one concat.
+        self._tag_keys: dict[str, bytes] = {}
+        self._graph_keys: dict[str, bytes] = {}
+        self._type_keys: dict[str, bytes] = {}
+        self._closed = True
+        try:
+            self._db = plyvel.DB(self._path, **leveldb_options(self._config))
+        except plyvel.CorruptionError as exc:
+            raise StorageError(f"L0 database {self._path} is corrupt: {exc}") from exc
+        except plyvel.Error as exc:
+            raise StorageError(f"cannot open L0 database {self._path}: {exc}") from exc
+        try:
+            self._check_format()
+        except BaseException:
+            self._db.close()
+            raise
+        self._closed = False
+        self._get = self._db.get
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def config(self) -> L0Config:
+        return self._config
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_format(self) -> None:
+        raw = self._db.get(K.META_FORMAT)
+        if raw is None:
+            with self._db.iterator(include_value=False) as it:
+                first = next(it, None)
+            if first is not None:
+                raise CorruptRecord(
+                    f"L0 database {self._path} has data but no format key {K.META_FORMAT!r} "
+                    f"(first key {first!r}); not an L0 store, or the key was lost"
+                )
+            self._db.put(K.META_FORMAT, packb(K.FORMAT_VERSION), sync=True)
+            return
+        try:
+            version = _unpackb(raw)
+        except Exception as exc:
+            raise CorruptRecord(f"L0 format key {K.META_FORMAT!r} does not decode: {exc}") from exc
+        if type(version) is not int or version < 1:
+            raise CorruptRecord(
+                f"L0 format key {K.META_FORMAT!r} holds {version!r}, not a format version"
+            )
+        if version > K.FORMAT_VERSION:
+            raise IncompatibleFormat(
+                f"L0 database {self._path} has format version {version}; "
+                f"this build reads format <= {K.FORMAT_VERSION}. Upgrade gliding_actors to open it."
+            )
+        if version < K.FORMAT_VERSION:
+            # Format 1 had no tombstones; its keys are read as they are. Record
+            # the new version before anything writes one, so that an older
+            # build refuses the database instead of ignoring its tombstones.
+            self._db.put(K.META_FORMAT, packb(K.FORMAT_VERSION), sync=True)
+
+    def close(self) -> None:
+        """Write pending access counts down (synchronously) and close. Idempotent.
+
+        Call it only once other threads have stopped reading: LevelDB must not
+        be closed under a read in flight.
+        """
+        with self._write_lock:
+            if self._closed:
+                return
+            try:
+                self.flush(sync=True)
+            finally:
+                self._closed = True
+                self._db.close()
+
+    def compact(self) -> None:
+        """Compact the whole keyspace (reclaims space after many deletes/merges)."""
+        with self._write_lock:
+            self._live().compact_range()
+
+    def memory_bytes(self) -> int:
+        """LevelDB's own estimate of the memory it holds: memtables plus block cache.
+
+        What the config bounds (``l0.write_buffer_bytes`` twice, plus
+        ``l0.block_cache_bytes``), so a soak can show this part reached its cap
+        and stopped; the open tables' index and filter blocks are not in it.
+        """
+        raw = self._live().get_property(b"leveldb.approximate-memory-usage")
+        return int(raw) if raw else 0
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"L0Store({self._path!r}{', closed' if self._closed else ''})"
+
+    def _live(self) -> plyvel.DB:
+        if self._closed:
+            raise StorageError(f"L0 store {self._path} is closed")
+        return self._db
+
+    def _sync(self, sync: bool | None) -> bool:
+        if sync is None:
+            return self._sync_all
+        if type(sync) is not bool:
+            raise InvalidInput(f"sync must be true, false or None, not {sync!r}")
+        return sync or self._sync_all
+
+    # -- access counters -------------------------------------------------------
+
+    def flush(self, *, sync: bool = False) -> int:
+        """Write the in-memory access counts down in one batch; how many nodes.
+
+        Each node's statistics are one small blind put of its access key: no
+        read, and the node record is never rewritten. ``sync=True`` also fsyncs
+        LevelDB's log, making every earlier unsynchronised write durable
+        against an OS crash too.
+        """
+        with self._write_lock:
+            db = self._live()
+            with self._access_lock:
+                pending, self._pending = self._pending, {}
+                self._reads = 0
+                try:
+                    wb = db.write_batch(sync=sync)
+                    put = wb.put
+                    pack = pack_access
+                    small = pack_small_access  # pack_access() of a count below 128
+                    for stored, reads, when, akey in pending.values():
+                        count = stored + reads
+                        put(
+                            akey,
+                            small(0x92, count, 0xCB, when) if count < 128 else pack(count, when),
+                        )
+                    if sync and not pending:
+                        # An empty batch may not reach the log; rewrite the format
+                        # key so that the fsync happens.
+                        put(K.META_FORMAT, packb(K.FORMAT_VERSION))
+                    wb.write()
+                except BaseException:
+                    self._pending = pending
+                    raise
+                finally:
+                    self._generation += 1
+        return len(pending)
+
+    def _access_of(self, key: bytes, get: Any = None) -> tuple[int, float] | None:
+        """The stored ``(access_count, last_accessed)`` under access ``key``."""
+        raw = (get or self._get)(key)
+        return None if raw is None else decode_access(key, raw)
+
+    def _with_pending(self, fields: list[Any]) -> L0Entry:
+        """The entry of ``fields`` with the reads not yet written down."""
+        if self._pending:
+            slot = self._pending.get(fields[0])  # one atomic dict read
+            if slot is not None:
+                fields = list(fields)
+                fields[F_ACCESS_COUNT] += slot[1]
+                fields[F_LAST_ACCESSED] = max(fields[F_LAST_ACCESSED], slot[2])
+        return entry_from_fields(fields)
+
+    def _with_pending_all(self, entries: list[L0Entry]) -> list[L0Entry]:
+        """``entries`` with the reads not yet written down (in place)."""
+        if self._pending:
+            with self._access_lock:
+                pending = self._pending
+                for i, e in enumerate(entries):
+                    slot = pending.get(e[0])
+                    if slot is not None:
+                        fields = list(e)
+                        fields[F_ACCESS_COUNT] += slot[1]
+                        fields[F_LAST_ACCESSED] = max(fields[F_LAST_ACCESSED], slot[2])
+                        entries[i] = _tuple_new(L0Entry, fields)
+        return entries
