@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any
 
-from gliding_actors.runtime._baselines import raw_pykka_echo
+from gliding_actors.bench._baselines import raw_pykka_echo
 from gliding_actors.system import MemorySystem
 
 __all__ = ["run"]

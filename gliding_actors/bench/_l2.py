@@ -65,7 +65,7 @@ import pyoxigraph as ox
 
 from gliding_actors.agent import Agent
 from gliding_actors.errors import InvalidInput
-from gliding_actors.runtime._baselines import raw_pykka_echo
+from gliding_actors.bench._baselines import raw_pykka_echo
 from gliding_actors.system import MemorySystem
 
 __all__ = ["DIRTY", "QUERY", "run"]

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from gliding_actors.runtime import Context, Simulator, ThreadsRuntime
-from gliding_actors.runtime._baselines import raw_pykka_echo
+from gliding_actors.bench._baselines import raw_pykka_echo
 
 __all__ = ["run"]
 

@@ -1,7 +1,7 @@
 """Raw backend baselines for benchmarks: the same work without our runtime on top.
 
-They live here, beside the backends, so that nothing above ``runtime/``
-imports pykka even to measure it.
+Benchmark code, so it lives with the benchmarks; the library itself imports
+pykka only in ``runtime/``.
 """
 
 from __future__ import annotations
