@@ -74,17 +74,6 @@ _STALLS: dict[str, frozenset[str]] = {
     MW_A: frozenset({m.FWD_GET_S, m.FWD_GET_M}),
 }
 
-#: Test-only protocol bugs, switched on by the ``_bugs`` constructor argument so
-#: that the mutation tests break the real controller rather than a copy of it.
-CACHE_BUGS = frozenset(
-    {
-        "no_ack_after_puts",  # a cache in SI_A drops an Inv instead of acking it
-        "fwd_gets_while_acking",  # IM_A / SM_A answer Fwd-GetS instead of waiting
-        "ignore_acks",  # Data makes the requester M without waiting for Inv-Acks
-    }
-)
-
-
 @dataclasses.dataclass
 class _Line:
     """One line's protocol state, its client-op queue and its deferred requests."""
@@ -125,8 +114,6 @@ class CacheController:
     ``incarnation`` counts the cache's lives (0 for the first, +1 per crash and
     restart): its requests carry it and an answer from another cache naming
     another life is dropped (see :func:`~gliding_actors.coherence._messages.with_inc`).
-
-    ``_bugs`` is for the mutation tests only (see ``CACHE_BUGS``).
     """
 
     def __init__(
@@ -137,13 +124,9 @@ class CacheController:
         critical_tags: Iterable[str] = frozenset(),
         *,
         incarnation: int = 0,
-        _bugs: frozenset[str] = frozenset(),
     ) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise InvalidInput(f"cache capacity must be an integer >= 1, not {capacity!r}")
-        unknown = set(_bugs) - CACHE_BUGS
-        if unknown:
-            raise ValueError(f"unknown cache bugs: {sorted(unknown)}")
         self.agent = agent
         if isinstance(directory_for, str):
             self._dir_name: str | None = directory_for
@@ -153,7 +136,6 @@ class CacheController:
             self._dir_fn = directory_for
         self.capacity = capacity
         self.critical_tags = frozenset(critical_tags)
-        self._bugs = frozenset(_bugs)
         self.incarnation = incarnation
         self._lines: dict[str, _Line] = {}
         self._tick = 0
@@ -345,10 +327,7 @@ class CacheController:
         return line
 
     def _stalls(self, state: str) -> frozenset[str]:
-        stalls = _STALLS.get(state, frozenset())
-        if "fwd_gets_while_acking" in self._bugs and state in (IM_A, SM_A):
-            stalls = stalls - {m.FWD_GET_S}
-        return stalls
+        return _STALLS.get(state, frozenset())
 
     def _touch(self, line: _Line) -> None:
         self._tick += 1
@@ -553,7 +532,7 @@ class CacheController:
                     raise ProtocolError(
                         f"{self.agent}: {line.acks_got} Inv-Acks for {iri}, Data says {line.acks_needed}"
                     )
-                if line.acks_got == line.acks_needed or "ignore_acks" in self._bugs:
+                if line.acks_got == line.acks_needed:
                     line.state = M
                 else:
                     line.state = IM_A if st == IM_AD else SM_A
@@ -565,19 +544,14 @@ class CacheController:
                 if st in (IM_A, SM_A) and line.acks_got == line.acks_needed:
                     line.state = M
                 return
-            if st == M and "ignore_acks" in self._bugs:
-                return
         elif kind == m.INV:
             if st in (S, SM_AD, SI_A):
-                if not (st == SI_A and "no_ack_after_puts" in self._bugs):
-                    out.append((msg["req"], m.with_inc(m.inv_ack(iri, self.agent), m.inc_of(msg))))
+                out.append((msg["req"], m.with_inc(m.inv_ack(iri, self.agent), m.inc_of(msg))))
                 line.clear_data()
                 line.state = {S: I, SM_AD: IM_AD, SI_A: II_A}[st]
                 return
         elif kind == m.FWD_GET_S:
-            if st in (E, M, EI_A, MI_A) or (
-                st in (IM_A, SM_A) and "fwd_gets_while_acking" in self._bugs
-            ):
+            if st in (E, M, EI_A, MI_A):
                 req = msg["req"]
                 home = self._dir(iri)
                 copies = 1 if req == home else 2

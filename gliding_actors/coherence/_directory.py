@@ -37,15 +37,6 @@ __all__ = ["DictHome", "DirectoryController", "Home"]
 
 Out = list[tuple[str, Msg]]
 
-#: Test-only protocol bugs, switched on by the ``_bugs`` constructor argument.
-DIRECTORY_BUGS = frozenset(
-    {
-        "accept_stale_putm",  # a PutM from a cache that is no longer owner is taken as the owner's
-        "gets_from_memory",  # a GetS to an EM line is answered from home instead of the owner
-    }
-)
-
-
 class Home(Protocol):
     """Where a directory keeps the data of the lines it is home of.
 
@@ -142,16 +133,12 @@ class DirectoryController:
     """Home directory of a set of lines: orders requests, tracks owner and sharers.
 
     ``name`` is this directory's address (caches send to it; ``Fwd-GetS`` whose
-    ``req`` is ``name`` is a recall). ``_bugs`` is for mutation tests only.
+    ``req`` is ``name`` is a recall).
     """
 
-    def __init__(self, name: str, home: Home, *, _bugs: frozenset[str] = frozenset()) -> None:
-        unknown = set(_bugs) - DIRECTORY_BUGS
-        if unknown:
-            raise ValueError(f"unknown directory bugs: {sorted(unknown)}")
+    def __init__(self, name: str, home: Home) -> None:
         self.name = name
         self.home = home
-        self._bugs = frozenset(_bugs)
         self._lines: dict[str, _DirLine] = {}
         self._recalls: list[_Recall] = []
         #: ``(iri, version)`` each time recovery served a line from home in place
@@ -460,10 +447,6 @@ class DirectoryController:
             if st == D_EM and line.owner != src:
                 owner = line.owner
                 assert owner is not None
-                if "gets_from_memory" in self._bugs:
-                    out.append((src, self._from_home(iri, acks=0, excl=False, n=2)))
-                    line.sharers, line.owner, line.state = {owner, src}, None, D_S
-                    return
                 out.append((owner, m.with_inc(m.fwd_get_s(iri, self.name, src, 2), inc)))
                 line.sharers = {owner, src}
                 line.fwd_from, line.owner, line.state = owner, None, D_SD
@@ -498,15 +481,9 @@ class DirectoryController:
             out.append((src, m.put_ack(iri, self.name)))
             return
         elif kind in (m.PUT_E, m.PUT_M):
-            if st == D_EM and (
-                line.owner == src or (kind == m.PUT_M and "accept_stale_putm" in self._bugs)
-            ):
+            if st == D_EM and line.owner == src:
                 if kind == m.PUT_M:
-                    if "accept_stale_putm" in self._bugs:
-                        if msg["version"] > self.home.load(iri)[1]:
-                            self.home.store(iri, msg["value"], msg["version"], False, msg["meta"])
-                    else:
-                        self._take_home(iri, msg, durable=False)
+                    self._take_home(iri, msg, durable=False)
                 line.owner, line.state = None, D_I
             else:
                 # Stale: ownership moved on (a Fwd-GetM / Fwd-GetS overtook this Put);

@@ -19,8 +19,9 @@ from collections import deque
 from typing import Any
 
 import msgpack
+from mutants import cache_controller, directory_controller
 
-from gliding_actors.coherence import CacheController, DictHome, DirectoryController, directory_shard
+from gliding_actors.coherence import DictHome, directory_shard
 from gliding_actors.coherence import _messages as m
 from gliding_actors.coherence._states import CACHE_STABLE, READABLE
 
@@ -60,15 +61,13 @@ class Net:
         check_msgpack: bool = True,
         keep_log: int = 60,
     ) -> None:
-        from gliding_actors.coherence._cache import CACHE_BUGS
-        from gliding_actors.coherence._directory import DIRECTORY_BUGS
-
+        directory_class, cache_class = directory_controller(bugs), cache_controller(bugs)
         self.agents = list(agents)
         self.home = DictHome()
         names = ["dir"] if directories == 1 else [f"dir{i}" for i in range(directories)]
         self.dir_names = names
         self.dirs = {
-            n: DirectoryController(n, self.home, _bugs=frozenset(bugs & DIRECTORY_BUGS))
+            n: directory_class(n, self.home)
             for n in names
         }
         directory_for: Any = (
@@ -76,12 +75,11 @@ class Net:
         )
         self.directory_for: Any = (lambda iri: names[0]) if directories == 1 else directory_for
         self.caches = {
-            a: CacheController(
+            a: cache_class(
                 a,
                 directory_for,
                 capacity[a] if isinstance(capacity, dict) else capacity,
                 critical,
-                _bugs=frozenset(bugs & CACHE_BUGS),
             )
             for a in self.agents
         }

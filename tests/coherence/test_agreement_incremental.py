@@ -20,12 +20,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mutants import cache_controller, directory_controller
 
-from gliding_actors.scenario._ops.coherence import _agreement, _AgreementLog, agreement_everywhere
 from gliding_actors.runtime import Simulator
 from gliding_actors.scenario import load_scenario_text, replay
 from gliding_actors.scenario._invariants import invariant
 from gliding_actors.scenario._ops import ReplayWorld
+from gliding_actors.scenario._ops.coherence import _agreement, _AgreementLog, agreement_everywhere
 
 NAME = "directory agreement at quiescence"
 AGENTS = ("a", "b", "c")
@@ -89,7 +90,9 @@ def _run(steps: list[list[tuple[str, str, str]]], bug: str | None, seed: int) ->
         for name in [*world.system.directories, *(f"cache:{a}" for a in AGENTS)]:
             actor = rt.behaviour(name)
             actor = getattr(actor, "inner", actor)  # under its supervision wrapper
-            actor.controller._bugs = frozenset({bug})  # directories and caches each ignore the other's flags
+            # the live controller becomes its mutant: same state, the bug's code from now on
+            mutant = cache_controller if name.startswith("cache:") else directory_controller
+            actor.controller.__class__ = mutant(frozenset({bug}))
 
     invariant(NAME)(both)
     try:

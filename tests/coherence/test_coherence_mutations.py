@@ -1,7 +1,7 @@
-"""Mutation check: known protocol bugs, switched on in the real controllers, must be caught.
+"""Mutation check: known protocol bugs, patched into the real controllers, must be caught.
 
-Each bug is a ``_bugs`` flag of the real :class:`CacheController` /
-:class:`DirectoryController` (not a copy of the protocol). For each one both
+Each bug is a source patch of the real :class:`CacheController` /
+:class:`DirectoryController` (``mutants.py``), not a copy of the protocol. For each one both
 the exhaustive check (2 agents x 1 line x 2 ops) and the hypothesis state
 machine (derandomized, so the outcome is fixed) must report a failure. Run
 with ``-s`` to see what each check reported.

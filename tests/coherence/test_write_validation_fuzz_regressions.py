@@ -16,8 +16,8 @@ import pytest
 
 from gliding_actors.agent import MAX_VALUE_DEPTH
 from gliding_actors.errors import InvalidInput
-from tools.reliability._fuzz import memory_snapshot, snapshot_diff
 from gliding_actors.system import MemorySystem
+from tools.reliability._fuzz import memory_snapshot, snapshot_diff
 
 
 def _nested(depth: int) -> dict[str, Any]:

@@ -10,15 +10,14 @@ the check can fail on it.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import tempfile
 from pathlib import Path
 
 import pytest
 
 import gliding_actors.coherence._hosting as hosting
-from gliding_actors.coherence._directory import DirectoryController
 from gliding_actors.errors import InvalidInput
+from tests.coherence.mutants import directory_controller
 from tools.reliability._lincheck import check_history, count_anomalies
 from tools.reliability._load import (
     LOAD_FULL,
@@ -101,10 +100,9 @@ def test_the_history_exercises_every_op_and_a_tampered_copy_is_caught() -> None:
 
 
 def test_a_directory_with_a_protocol_bug_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The real directory with its test-only ``gets_from_memory`` bug (a GetS served from home
+    """The real directory with the ``gets_from_memory`` bug patched in (a GetS served from home
     while another cache owns the line in M): the load's history must be found not linearizable."""
-    buggy = functools.partial(DirectoryController, _bugs=frozenset({"gets_from_memory"}))
-    monkeypatch.setattr(hosting, "DirectoryController", buggy)
+    monkeypatch.setattr(hosting, "DirectoryController", directory_controller(frozenset({"gets_from_memory"})))
     result = run_load(agents=4, ops_per_agent=60, lines=4, seed=SEED, timeout_s=0.1)
     assert result["linearizable"] is False
     assert isinstance(result["failed_lines"], int) and result["failed_lines"] >= 1
