@@ -27,6 +27,8 @@ import pytest
 from gliding_actors.errors import ActorUnavailable, InvalidInput
 from gliding_actors.runtime import _ray_cluster as rc
 from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection
+from gliding_actors.runtime._ray_node import _all_pids, _proc_stat
+from gliding_actors.runtime._ray_ports import _plan_ports
 from loopback_audit import _proc_sockets, foreign_in, foreign_sockets, parse_proc_net, parse_ss
 
 # --------------------------------------------------------------- socket parsers
@@ -157,7 +159,7 @@ def test_foreign_sockets_reports_a_wildcard_listener_of_the_process(source: str)
 
 
 def test_the_port_plan_gives_every_node_its_own_pinned_ports() -> None:
-    plan = rc._plan_ports(20_000, 3, 8)
+    plan = _plan_ports(20_000, 3, 8)
     every = [p for node in plan for p in node.all()]
     assert len(every) == len(set(every)) == 3 * (6 + 8) + 5
     assert min(every) == 20_000 and max(every) == 20_000 + len(every) - 1
@@ -190,8 +192,8 @@ def test_the_port_plan_gives_every_node_its_own_pinned_ports() -> None:
 
 def test_without_ray_client_the_head_is_not_given_a_client_port() -> None:
     # plain `pip install ray` has no Ray Client, and `ray start` refuses the flag
-    with_client = rc._plan_ports(20_000, 2, 8, ray_client=True)
-    without = rc._plan_ports(20_000, 2, 8, ray_client=False)
+    with_client = _plan_ports(20_000, 2, 8, ray_client=True)
+    without = _plan_ports(20_000, 2, 8, ray_client=False)
     assert without[0].ray_client_server == 0
     assert "--ray-client-server-port" not in " ".join(without[0].flags())
     # every other port stays where it was: the layout does not depend on what is installed
@@ -201,7 +203,7 @@ def test_without_ray_client_the_head_is_not_given_a_client_port() -> None:
 
 def _children() -> set[int]:
     me = os.getpid()
-    return {pid for pid in rc._all_pids() if (rc._proc_stat(pid) or ("", 0, 0, 0, 0))[1] == me}
+    return {pid for pid in _all_pids() if (_proc_stat(pid) or ("", 0, 0, 0, 0))[1] == me}
 
 
 @pytest.mark.parametrize(
@@ -402,7 +404,7 @@ def test_exit_stops_every_recorded_process_and_nothing_else(
     sentinel = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
         pids = ray_cluster.pids()
-        starts = {pid: (rc._proc_stat(pid) or ("", 0, 0, 0, -1))[4] for pid in pids}
+        starts = {pid: (_proc_stat(pid) or ("", 0, 0, 0, -1))[4] for pid in pids}
         temp_dir = ray_cluster.temp_dir
         assert pids and temp_dir.is_dir()
         ray_driver.close()
@@ -410,7 +412,7 @@ def test_exit_stops_every_recorded_process_and_nothing_else(
         assert ray_cluster.alive_pids() == []
         # gone, not even left as zombies (a recycled pid has another start time)
         leftovers = [
-            pid for pid in pids if (rc._proc_stat(pid) or ("", 0, 0, 0, -2))[4] == starts[pid]
+            pid for pid in pids if (_proc_stat(pid) or ("", 0, 0, 0, -2))[4] == starts[pid]
         ]
         assert leftovers == []
         assert not temp_dir.exists()
