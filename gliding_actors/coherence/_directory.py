@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from gliding_actors.coherence import _messages as m
@@ -129,6 +130,19 @@ class _Recall:
     msgs: int
 
 
+@dataclasses.dataclass
+class _Census:
+    """A rebuild in progress: who is still to answer, what they said, what arrived meanwhile."""
+
+    waiting: set[str]
+    held: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    deferred: dict[str, dict[str, list[tuple[str, str]]]] = dataclasses.field(default_factory=dict)
+    coming: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    putting: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    #: (sender or None for an outside request, message, the host's reply handle), in arrival order
+    held_back: list[tuple[str | None, Any, object]] = dataclasses.field(default_factory=list)
+
+
 class DirectoryController:
     """Home directory of a set of lines: orders requests, tracks owner and sharers.
 
@@ -146,6 +160,10 @@ class DirectoryController:
         #: Appended only by :meth:`reclaim` and :meth:`orphaned`; whoever keeps
         #: the record of completed writes reads it (and may clear it).
         self.fallbacks: list[tuple[str, int]] = []
+        #: the rebuild after a crash, while it waits for the caches (None: serving)
+        self._census: _Census | None = None
+        #: copies the last rebuild could not place (transient at the crash)
+        self.recovery_notes: list[str] = []
 
     # -- public surface -----------------------------------------------------
     def handle(self, src: str, msg: Msg) -> list[tuple[str, Msg]]:
@@ -284,6 +302,66 @@ class DirectoryController:
         version = self.home.load(iri)[1]
         self.fallbacks.append((iri, version))
         return [(req, m.with_inc(self._from_home(iri, acks=0, excl=False, n=3), inc))]
+
+    # -- recovery after a crash: the census -----------------------------------
+    def begin_census(self, caches: Iterable[str]) -> list[tuple[str, Msg]]:
+        """Start rebuilding this (reborn, empty) directory: ask each cache in ``caches`` what it holds.
+
+        Returns the ``Census`` messages to send. Until every cache has answered
+        (:meth:`census_answer`) :attr:`recovering` is true and the host hands
+        every other message to :meth:`hold_back` instead of serving it. With no
+        cache to ask, the directory is rebuilt (empty) at once.
+        """
+        census = _Census(waiting=set(caches))
+        if not census.waiting:
+            self.recovery_notes = self.rebuild({}, deferred={}, coming={}, putting={})
+            return []
+        self._census = census
+        return [(cache, {"t": m.CENSUS}) for cache in sorted(census.waiting)]
+
+    @property
+    def recovering(self) -> bool:
+        """True from :meth:`begin_census` until the last cache has answered."""
+        return self._census is not None
+
+    def hold_back(self, sender: str | None, message: Any, reply: object = None) -> None:
+        """Keep what arrived during the census, in arrival order, to be served after the rebuild.
+
+        ``sender`` is a protocol message's sender, None for an outside request
+        whose ``reply`` handle (opaque here) the host answers when it runs it.
+        """
+        census = self._census
+        if census is None:
+            raise ProtocolError(f"{self.name}: nothing to hold back, no census in progress")
+        census.held_back.append((sender, message, reply))
+
+    def census_answer(self, src: str, message: Msg) -> list[tuple[str | None, Any, object]] | None:
+        """Take ``src``'s Census-Ack; once every cache has answered, rebuild.
+
+        Returns None while answers are still awaited (or when ``src`` was not
+        asked: nothing to rebuild from it); then everything held back, in
+        arrival order, for the host to serve now that the directory is whole.
+        """
+        census = self._census
+        if census is None or src not in census.waiting:
+            return None
+        census.waiting.discard(src)
+        census.held[src] = dict(message.get("lines") or {})
+        census.deferred[src] = {
+            str(iri): [(str(k), str(r)) for k, r in owed] for iri, owed in (message.get("deferred") or {}).items()
+        }
+        # Per-pair FIFO: what this cache sent before its answer is held back
+        # here; a GetS / GetM among it is a request the dead directory never saw.
+        before = [msg for sender, msg, _reply in census.held_back if sender == src and isinstance(msg, dict)]
+        census.coming[src] = {str(msg.get("iri")) for msg in before if msg.get("t") in (m.GET_S, m.GET_M)}
+        census.putting[src] = {str(msg.get("iri")) for msg in before if msg.get("t") in (m.PUT_M, m.PUT_E, m.WT)}
+        if census.waiting:
+            return None
+        self._census = None
+        self.recovery_notes = self.rebuild(
+            census.held, deferred=census.deferred, coming=census.coming, putting=census.putting
+        )
+        return census.held_back
 
     def rebuild(
         self,

@@ -306,11 +306,12 @@ class DirectoryActor:
     ``{"t": "crash"}`` → crashes on purpose (fault injection).
 
     Recovery: built with ``recover_from`` (the agent caches, after a crash of
-    this actor), it sends each of them ``Census`` and serves nothing until
-    every one has answered: protocol messages and outside requests that
-    arrive meanwhile wait, in arrival order, and run once the directory's
-    sharers and owners are rebuilt from the caches' answers. The home (L2)
-    is a separate layer and survives the crash.
+    this actor), it takes the controller's census
+    (:meth:`DirectoryController.begin_census`): it serves nothing until every
+    cache has answered; protocol messages and outside requests that arrive
+    meanwhile are held back by the controller, in arrival order, and run once
+    the directory's sharers and owners are rebuilt from the caches' answers.
+    The home (L2) is a separate layer and survives the crash.
 
     When the home queues its graph puts (``LayeredHome.graph_outbox``, on
     when the graph has its own writer: :mod:`gliding_actors.l2._graph_writer`),
@@ -333,17 +334,8 @@ class DirectoryActor:
         self.controller = DirectoryController(name, home)
         #: recall id -> (reply token, then-flush?)
         self._waiting: dict[int, tuple[ReplyToken, bool, list[str] | None]] = {}
-        #: caches whose Census-Ack is still awaited (None: not recovering)
-        self._census: set[str] | None = set(recover_from) if recover_from is not None else None
-        self._census_held: dict[str, dict[str, str]] = {}
-        #: per cache: forwards / Invs it had deferred, and lines whose request was still coming
-        self._census_deferred: dict[str, dict[str, list[tuple[str, str]]]] = {}
-        self._census_coming: dict[str, set[str]] = {}
-        self._census_putting: dict[str, set[str]] = {}
-        #: what arrived while recovering: (sender, message, deferred reply or None)
-        self._held_back: list[tuple[str | None, Any, ReplyToken | None]] = []
-        #: copies the last rebuild could not place (transient at the crash)
-        self.recovery_notes: list[str] = []
+        #: the caches to take a census of on start (None: a new directory, nothing to rebuild)
+        self._recover_from = recover_from
         #: the home's queue of graph puts (None: the home writes the graph itself)
         self._outbox = home.graph_outbox
         #: fences to send behind this handler's puts, and the answers waiting on each
@@ -352,43 +344,35 @@ class DirectoryActor:
 
     def on_start(self, ctx: Context) -> None:
         self._ship_graph(ctx)  # what a crashed predecessor's handler had queued
-        if self._census is None:
-            return
-        if not self._census:
-            self._recovered(ctx)
-            return
-        for cache in sorted(self._census):
-            ctx.send(cache, {"t": m.CENSUS})
+        if self._recover_from is not None:
+            for cache, census in self.controller.begin_census(self._recover_from):
+                ctx.send(cache, census)
 
-    def _recovered(self, ctx: Context) -> None:
-        self.recovery_notes = self.controller.rebuild(
-            self._census_held,
-            deferred=self._census_deferred,
-            coming=self._census_coming,
-            putting=self._census_putting,
-        )
-        self._census = None
-        self._census_held = {}
-        self._census_deferred, self._census_coming, self._census_putting = {}, {}, {}
-        held, self._held_back = self._held_back, []
-        for sender, message, token in held:
+    @property
+    def recovery_notes(self) -> list[str]:
+        """Copies the last rebuild could not place (the controller's census)."""
+        return self.controller.recovery_notes
+
+    def _serve_held_back(self, held: list[tuple[str | None, Any, object]], ctx: Context) -> None:
+        """Serve, in arrival order, what waited for the census."""
+        for sender, message, reply in held:
             if sender is not None:
                 self._protocol(sender, message, ctx)
-            elif token is not None:
+            elif isinstance(reply, ReplyToken):
                 try:
-                    result = self._request(message, ctx, token)
+                    result = self._request(message, ctx, reply)
                 except GlidingError as exc:
-                    ctx.fail(token, exc)
+                    ctx.fail(reply, exc)
                     continue
                 if result is not DEFERRED:
-                    ctx.resolve(token, result)
+                    ctx.resolve(reply, result)
 
     def receive(self, message: Any, ctx: Context) -> Any:
         kind = message.get("t") if isinstance(message, dict) else None
         src = ctx.sender
         if src is None and kind == "crash":
             raise InjectedCrash(f"directory {self.name} crashed on purpose")
-        if self._census is not None:
+        if self.controller.recovering:
             result = self._while_recovering(kind, src, message, ctx)
         elif src is None:
             result = self._request(message, ctx, None)
@@ -476,37 +460,18 @@ class DirectoryActor:
             self._emit(self.controller.handle(src, message), ctx)
 
     def _while_recovering(self, kind: Any, src: str | None, message: Any, ctx: Context) -> Any:
-        census = self._census
-        assert census is not None
+        controller = self.controller
         if kind == m.CENSUS_ACK:
-            if src not in census:
-                return None  # from a cache this recovery did not ask: nothing to rebuild
-            census.discard(src)
-            self._census_held[src] = dict(message.get("lines") or {})
-            self._census_deferred[src] = {
-                str(iri): [(str(k), str(r)) for k, r in owed] for iri, owed in (message.get("deferred") or {}).items()
-            }
-            # Per-pair FIFO: what this cache sent before its answer is held back
-            # here; a GetS / GetM among it is a request the dead directory never saw.
-            self._census_coming[src] = {
-                str(msg.get("iri"))
-                for sender, msg, _token in self._held_back
-                if sender == src and isinstance(msg, dict) and msg.get("t") in (m.GET_S, m.GET_M)
-            }
-            self._census_putting[src] = {
-                str(msg.get("iri"))
-                for sender, msg, _token in self._held_back
-                if sender == src and isinstance(msg, dict) and msg.get("t") in (m.PUT_M, m.PUT_E, m.WT)
-            }
-            if not census:
-                self._recovered(ctx)
+            held = controller.census_answer(src, message) if src is not None else None
+            if held is not None:
+                self._serve_held_back(held, ctx)
             return None
         if src is None:
             if kind in ("inspect", "l2.stats", "tally"):  # inspection never waits: it shows the recovery
                 return self._request(message, ctx, None)
-            self._held_back.append((None, message, ctx.defer_reply()))
+            controller.hold_back(None, message, ctx.defer_reply())
             return DEFERRED
-        self._held_back.append((src, message, None))
+        controller.hold_back(src, message)
         return None
 
     def _emit(self, out: list[tuple[str, Msg]], ctx: Context) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from gliding_actors import ActorUnavailable, InvalidInput, MemorySystem
 from gliding_actors.clock import VirtualClock
+from gliding_actors.coherence import _messages as m
 from gliding_actors.coherence._directory import DictHome, DirectoryController
 from gliding_actors.coherence._states import ProtocolError
 from gliding_actors.runtime import BACKENDS, Simulator
@@ -229,3 +230,32 @@ def test_a_lost_move_puts_the_line_back_in_its_durable_graph(memory: MemorySyste
     with pytest.raises(PermissionDenied):
         pa.read("artifact:m")
     assert da.read("artifact:m")["value"] == {"v": 1}
+
+
+def test_the_census_is_plain_controller_code_asks_holds_back_then_rebuilds_and_releases() -> None:
+    """Recovery without a runtime: the controller asks, holds what arrives, rebuilds, hands it back in order."""
+    d = DirectoryController("dir", DictHome())
+    assert d.begin_census(["c2", "c1"]) == [("c1", {"t": m.CENSUS}), ("c2", {"t": m.CENSUS})]
+    assert d.recovering
+    d.hold_back("c1", m.get_s("x:2", "c1"))  # c1's GetS the dead directory never saw
+    d.hold_back(None, {"t": "inspect", "iri": "x:1"}, "reply-1")  # an outside request and its reply handle
+    assert d.census_answer("c9", {"t": m.CENSUS_ACK, "lines": {"x:1": "S"}}) is None  # not asked: ignored
+    assert d.census_answer("c1", {"t": m.CENSUS_ACK, "lines": {"x:1": "M", "x:2": "IS_D"}}) is None
+    assert d.recovering  # c2 has not answered
+    held = d.census_answer("c2", {"t": m.CENSUS_ACK, "lines": {"x:3": "S"}})
+    assert not d.recovering
+    assert held == [("c1", m.get_s("x:2", "c1"), None), (None, {"t": "inspect", "iri": "x:1"}, "reply-1")]
+    assert d.inspect("x:1") == {"directory": "EM", "owner": "c1", "sharers": []}
+    assert d.inspect("x:2")["directory"] == "I"  # its GetS is still to be served: not placed yet
+    assert d.inspect("x:3") == {"directory": "S", "owner": None, "sharers": ["c2"]}
+    assert d.recovery_notes == []
+    with pytest.raises(ProtocolError):
+        d.hold_back("c1", m.get_s("x:4", "c1"))  # nothing is held back once serving
+
+
+def test_a_census_of_no_cache_rebuilds_at_once() -> None:
+    d = DirectoryController("dir", DictHome())
+    assert d.begin_census([]) == []
+    assert not d.recovering
+    assert d.census_answer("c1", {"t": m.CENSUS_ACK, "lines": {"x:1": "M"}}) is None  # a late answer changes nothing
+    assert d.inspect("x:1")["directory"] == "I"
