@@ -141,7 +141,6 @@ class MemorySystem(CrashOps):
         except BaseException:
             self._l0.close()
             raise
-        self._l0_lock = threading.Lock()
         #: the graph is fed by messages (l2:graph) rather than written by the directories
         self._graph_writer = config.l2.graph_writer or config.l0.sharded
         self.graph = GraphStore(path / "l2" if config.l2.graph_on_disk else None)
@@ -341,7 +340,6 @@ class MemorySystem(CrashOps):
                 role,
                 config=self.config.l1,
                 store=self._l0,
-                store_lock=self._l0_lock,
                 clock=self.clock,
                 spawn=self.spawn_supervised,
                 bus=self._runtime.lookup(BUS_ACTOR),
@@ -399,7 +397,7 @@ class MemorySystem(CrashOps):
         if home is None:
             # With its own writer the graph is fed by messages, as from a shard in another process.
             graph = GraphOutbox() if self._graph_writer else self.graph
-            home = self._homes[name] = LayeredHome(self._l0, self._l0_lock, graph, self._graph_lock, capacity=capacity)
+            home = self._homes[name] = LayeredHome(self._l0, graph, self._graph_lock, capacity=capacity)
         built = 0
 
         def build() -> DirectoryActor:

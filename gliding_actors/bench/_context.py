@@ -216,7 +216,7 @@ def ingest(system: Any, memory: ConversationMemory) -> Ingested:
 
     def archive(speaker: str) -> SessionArchive:
         if speaker not in archives:
-            archives[speaker] = SessionArchive(system.l0, system._l0_lock, speaker)
+            archives[speaker] = SessionArchive(system.l0, speaker)
         return archives[speaker]
 
     position: dict[str, int] = {}

@@ -30,7 +30,6 @@ from __future__ import annotations
 import random
 import statistics
 import tempfile
-import threading
 import time
 from typing import Any
 
@@ -94,7 +93,7 @@ def run(quick: bool) -> dict[str, Any]:
         store = L0Store(where, clock=clock)
         try:
             actor = SessionActor(
-                "bench", "DA", store=store, lock=threading.Lock(), clock=clock, policy=policy, counter=counter
+                "bench", "DA", store=store, clock=clock, policy=policy, counter=counter
             )
             evicted = 0
             for request in trace:

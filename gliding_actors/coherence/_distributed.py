@@ -107,9 +107,9 @@ class ShardRecipe:
                 outbox = GraphOutbox()
                 for entry in l0.query():  # shipped by the first actor's on_start
                     outbox.add(entry.iri, entry.content, entry.named_graph or DEFAULT_GRAPH, entry.version, tuple(entry.tags))
-                self._home = LayeredHome(l0, threading.Lock(), outbox, capacity=self.capacity)
+                self._home = LayeredHome(l0, outbox, capacity=self.capacity)
             else:
-                self._home = LayeredHome(l0, threading.Lock(), GraphStore(None), threading.Lock(), capacity=self.capacity)
+                self._home = LayeredHome(l0, GraphStore(None), threading.Lock(), capacity=self.capacity)
             self._l0 = l0
             if self.tally is None:
                 self.tally = ActorTally()

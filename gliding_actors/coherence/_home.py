@@ -62,8 +62,8 @@ class L2Stats(TypedDict):
 class LayeredHome:
     """A directory shard's home: ``l2`` (value, version, meta) by IRI, backed by L0.
 
-    ``l0_lock`` serialises writes to the shared L0 store across shards (reads
-    need no lock). ``graph`` is the graph written inside :meth:`store` (under
+    L0 orders the writes of every shard (and of the L1 archives) itself: it
+    is their one owner, so a write-down holds no lock of its own. ``graph`` is the graph written inside :meth:`store` (under
     ``graph_lock``), or a :class:`GraphOutbox` that queues the puts for the
     graph's own writer (``gliding_actors.l2._graph_writer``), or None. Only the owning directory actor calls ``load``/``store``/
     ``flush``; ``peek`` and ``stats`` may be called from outside (inspection).
@@ -82,7 +82,6 @@ class LayeredHome:
     def __init__(
         self,
         l0: L0Store,
-        l0_lock: threading.Lock,
         graph: GraphStore | GraphOutbox | None = None,
         graph_lock: threading.Lock | None = None,
         *,
@@ -91,7 +90,6 @@ class LayeredHome:
         if capacity is not None and (type(capacity) is not int or capacity < 1):
             raise InvalidInput(f"the L2 node capacity must be an int >= 1, not {capacity!r}")
         self._l0 = l0
-        self._l0_lock = l0_lock
         self._graph = graph
         self._graph_lock = graph_lock or threading.Lock()
         self._capacity = capacity
@@ -227,15 +225,14 @@ class LayeredHome:
                 tags = tuple((meta or {}).get("tags") or ())
                 graph = (meta or {}).get("graph")
                 entries.append(L0Entry(iri, value, tags=tags, named_graph=graph, version=version))
-        with self._l0_lock:
-            for n, (iri, version) in enumerate(tombstones):
-                last = not entries and n == len(tombstones) - 1
-                self._l0.delete(iri, version=version, sync=sync and last)
-                self._durable[iri] = version
-            if entries:
-                self._l0.store_many(entries, merge=False, sync=sync)
-                for entry in entries:
-                    self._durable[entry.iri] = entry.version
+        for n, (iri, version) in enumerate(tombstones):
+            last = not entries and n == len(tombstones) - 1
+            self._l0.delete(iri, version=version, sync=sync and last)
+            self._durable[iri] = version
+        if entries:
+            self._l0.store_many(entries, merge=False, sync=sync)
+            for entry in entries:
+                self._durable[entry.iri] = entry.version
 
     def _rerank(self) -> None:
         """Rebuild ``_clean`` from the versions, in recency order (after a batch write-down).

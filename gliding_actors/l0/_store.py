@@ -1,9 +1,11 @@
 """L0Store: every node ever written, as full JSON-LD, addressed by IRI.
 
 This is the plain store: no actor, no threads of its own, no wall clock (time
-comes from the injected :class:`~gliding_actors.clock.Clock`). The L0 actor
-hosts one instance and is the only writer; L3 projection workers call the read
-methods of the *same instance* from their own threads. That is safe because
+comes from the injected :class:`~gliding_actors.clock.Clock`). One instance
+is the single owner of the LevelDB files: the directory shards' homes write
+lines down and the L1 sessions archive turns through it, and readers (L3
+workers, hyperspace, context) call its read methods from their own threads,
+with no lock of their own. That is safe because
 
 * LevelDB reads (``get``, iterators, snapshots) are thread-safe and plyvel
   releases the GIL around them;

@@ -45,7 +45,6 @@ from gliding_actors.l1._tokens import TokenCounter, get_counter
 from gliding_actors.runtime import Context
 
 if TYPE_CHECKING:
-    import threading
 
     from gliding_actors.config import L1Config
     from gliding_actors.l2._registry import LineGraphs
@@ -143,7 +142,6 @@ class SessionActor:
         role: str,
         *,
         store: L0Store,
-        lock: threading.Lock,
         clock: Clock,
         policy: EvictionPolicy,
         counter: TokenCounter,
@@ -151,7 +149,7 @@ class SessionActor:
     ) -> None:
         self.agent = agent
         self.role = role
-        self.archive = SessionArchive(store, lock, agent)
+        self.archive = SessionArchive(store, agent)
         self.session = Session(agent, policy=policy, clock=clock, counter=counter, embedder=embedder)
         #: every block archived since the session opened (the chain and the evicted)
         self.blocks: list[str] = []
@@ -297,7 +295,6 @@ def start_session(
     *,
     config: L1Config,
     store: L0Store,
-    store_lock: threading.Lock,
     clock: Clock,
     spawn: Callable[[str, Callable[[], Any]], None],
     bus: ActorRef[Any],
@@ -306,7 +303,7 @@ def start_session(
     """Spawn ``agent``'s session actor and subscribe it to ``line.changed`` (waits for the bus).
 
     Its collaborators are passed in: the ``l1`` section of the configuration,
-    L0 (where turns are archived) with the lock its writers share, the clock,
+    L0 (where turns are archived), the clock,
     ``spawn`` (the system's supervised spawn) and the bus.
 
     ``embedder`` (see :class:`~gliding_actors.l1.Embedder`) is None when
@@ -332,7 +329,7 @@ def start_session(
         the commit keeps its number (never reused) and stays out of the chain.
         """
         actor = SessionActor(
-            agent, role, store=store, lock=store_lock, clock=clock, policy=policy, counter=counter, embedder=embedder
+            agent, role, store=store, clock=clock, policy=policy, counter=counter, embedder=embedder
         )
         if previous:
             actor.session, actor.blocks, actor.interest = previous[0].session, previous[0].blocks, previous[0].interest

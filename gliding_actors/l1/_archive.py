@@ -19,7 +19,6 @@ agent's session actor starts again (a restart or a reopened memory).
 
 from __future__ import annotations
 
-import threading
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any
@@ -69,11 +68,10 @@ def _highest(store: L0Store, prefix: str) -> int:
 
 
 class SessionArchive:
-    """One agent's archive in L0. Writes hold ``lock`` (the lock every L0 writer of the system holds)."""
+    """One agent's archive in L0 (which orders concurrent writers itself: the store is their one owner)."""
 
-    def __init__(self, store: L0Store, lock: threading.Lock, agent: str) -> None:
+    def __init__(self, store: L0Store, agent: str) -> None:
         self._store = store
-        self._lock = lock
         self.agent = agent
         self.prefix = session_prefix(agent)
         self._next_block = _highest(store, self.prefix + _BLOCK) + 1
@@ -92,8 +90,7 @@ class SessionArchive:
 
     def _write(self, iri: str, node: dict[str, Any], node_type: str) -> None:
         entry = L0Entry(iri, node, named_graph=ARCHIVE_GRAPH, jsonld_types=(node_type,))
-        with self._lock:
-            self._store.store(entry, merge=False, expect_version=0)
+        self._store.store(entry, merge=False, expect_version=0)
 
     def write_block(self, record: Mapping[str, Any]) -> str:
         """Archive one turn under the next block IRI; returns it. Raises having written nothing."""

@@ -708,3 +708,60 @@ def test_concurrent_touching_reads_each_see_their_own_count(
         assert sorted(counts) == list(range(1, len(counts) + 1)), iri
     store.flush()
     assert sum(e.access_count for e in store.query()) == 4 * 1500
+
+
+def test_every_writer_of_the_memory_shares_one_store_without_a_lock_of_its_own(
+    open_store: Callable[..., L0Store],
+) -> None:
+    """L0 is the one owner of its files: two shards' homes writing lines down (tombstones and
+    batches) and two L1 archives writing turns, all at once on one store and holding no lock
+    of their own, lose nothing and leave a store that verifies."""
+    from gliding_actors.coherence._home import LayeredHome
+    from gliding_actors.l1._archive import SessionArchive
+
+    store = open_store()
+    homes = [LayeredHome(store) for _ in range(2)]
+    archives = [SessionArchive(store, f"agent{i}") for i in range(2)]
+    errors: list[BaseException] = []
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+
+    def home_writer(shard: int) -> None:
+        try:
+            home = homes[shard]
+            for n in range(1, 151):
+                iri = f"task:s{shard}-{n % 25}"
+                home.store(iri, None if n % 7 == 0 else {"n": n}, n, False, {"tags": ["t"], "graph": "shared"})
+                if n % 10 == 0:
+                    home.flush(None)
+        except BaseException as exc:  # noqa: BLE001 - collected, asserted empty below
+            errors.append(exc)
+
+    def archive_writer(i: int) -> None:
+        try:
+            for n in range(150):
+                archives[i].write_block({"summary": f"turn {n}"})
+        except BaseException as exc:  # noqa: BLE001 - collected, asserted empty below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=home_writer, args=(s,)) for s in range(2)]
+    threads += [threading.Thread(target=archive_writer, args=(i,)) for i in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        sys.setswitchinterval(old_interval)
+    assert errors == []
+    for home in homes:
+        home.flush(None)
+        assert home.dirty() == []
+    for shard in range(2):
+        for k in range(25):
+            iri = f"task:s{shard}-{k}"
+            newest = max(n for n in range(1, 151) if n % 25 == k)
+            assert store.retrieve_version(iri) == newest, iri
+    for i in range(2):
+        assert len(store.query_iris(prefix=f"memory:session-agent{i}/block-")) == 150
+    assert store.verify() == []

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import tempfile
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -86,7 +85,7 @@ def test_eviction_properties_hold_after_every_add(
     clock = VirtualClock()
     agent = f"prop-{next(_agents)}"
     actor = SessionActor(
-        agent, "DA", store=store, lock=threading.Lock(), clock=clock, policy=policy, counter=EstimateCounter()
+        agent, "DA", store=store, clock=clock, policy=policy, counter=EstimateCounter()
     )
     session = actor.session
     given_text: dict[str, tuple[str, str, str]] = {}

@@ -48,7 +48,7 @@ def l0(tmp_path: Path) -> Iterator[L0Store]:
 
 
 def home_over(l0: L0Store, capacity: int | None, graph: GraphStore | None = None) -> LayeredHome:
-    return LayeredHome(l0, threading.Lock(), graph, threading.Lock(), capacity=capacity)
+    return LayeredHome(l0, graph, threading.Lock(), capacity=capacity)
 
 
 def in_l0(l0: L0Store, iri: str) -> tuple[Any, int]:
