@@ -40,8 +40,8 @@ On the ``sim`` runtime futures are answered only while someone drives the
 simulator (a blocking ``get``); an event loop waiting on one would wait
 forever. ``agent.aio`` therefore refuses ``sim`` with
 :class:`~gliding_actors.errors.InvalidInput`: the async API is for the
-``threads`` runtime; deterministic tests use ``sim`` with the blocking API or
-scenario replay.
+runtimes whose actors run by themselves (``threads``, ``ray``); deterministic
+tests use ``sim`` with the blocking API or scenario replay.
 """
 
 from __future__ import annotations

@@ -560,8 +560,9 @@ class Agent(CoordinationOps):
     def aio(self) -> AsyncAgent:
         """The awaitable twin of this handle (``await agent.aio.read(iri)``); see :mod:`gliding_actors._aio`.
 
-        Needs the ``threads`` runtime: on ``sim`` nothing moves unless someone
-        drives the simulator, so this raises :class:`~gliding_actors.errors.InvalidInput`.
+        Needs a runtime whose actors run by themselves (``threads``, ``ray``): on
+        ``sim`` nothing moves unless someone drives the simulator, so this
+        raises :class:`~gliding_actors.errors.InvalidInput`.
         """
         return AsyncAgent(self)
 
@@ -580,9 +581,9 @@ class AsyncAgent:
 
     def __init__(self, agent: Agent) -> None:
         runtime = agent.system.runtime
-        if runtime.kind != "threads":
+        if runtime.deterministic:
             raise InvalidInput(
-                f"the async API needs the threads runtime, not {runtime.kind!r}: on sim nothing moves "
+                f"the async API needs the threads runtime (or ray), not {runtime.kind!r}: on sim nothing moves "
                 "unless a blocking call drives the simulator (use the blocking API or scenario replay there)"
             )
         self._agent = agent

@@ -95,7 +95,7 @@ class HyperspaceService:
         #: no refresh since open: the first search brings a loaded (or absent) model up to the graph
         self._structure_unchecked = True
         mode = self.config.rebuilds
-        self.threaded = mode == "thread" or (mode == "auto" and memory.runtime.kind != "sim")
+        self.threaded = mode == "thread" or (mode == "auto" and not memory.runtime.deterministic)
         self._jobs: queue.Queue[Any] = queue.Queue()
         self._building: set[str] = set()
         self._worker: threading.Thread | None = None

@@ -23,6 +23,7 @@ from gliding_actors.runtime._interface import (
     Future,
     InjectedCrash,
     Message,
+    MessageLog,
     ReplyToken,
     Runtime,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "LogEntry",
     "MappedFuture",
     "Message",
+    "MessageLog",
     "ReplyToken",
     "Runtime",
     "SimFuture",

@@ -30,7 +30,7 @@ Failure semantics, the same on every backend:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from gliding_actors.clock import Clock
@@ -45,6 +45,7 @@ __all__ = [
     "Context",
     "Future",
     "InjectedCrash",
+    "MessageLog",
     "ReplyToken",
     "Runtime",
 ]
@@ -196,6 +197,24 @@ class ActorRef(Protocol, Generic[T_co]):
     def is_alive(self) -> bool: ...
 
 
+class MessageLog(Protocol):
+    """A complete, ordered record of every delivery, as the simulator keeps it.
+
+    What makes two replays comparable: the same seed gives the same log and
+    the same :meth:`log_hash`.
+    """
+
+    #: False when only the recent deliveries are kept (``log`` stays empty)
+    keep_log: bool
+    #: deliveries made so far
+    delivered: int
+
+    @property
+    def log(self) -> Sequence[Any]: ...
+
+    def log_hash(self) -> str: ...
+
+
 class Runtime(Protocol):
     """Spawns, addresses and stops actors; one implementation per backend."""
 
@@ -242,6 +261,27 @@ class Runtime(Protocol):
 
     def node_ids(self) -> list[str]:
         """The nodes ``spawn(..., placement=...)`` may name; empty on a one-process backend."""
+        ...
+
+    @property
+    def deterministic(self) -> bool:
+        """True when a seed replays the same run (the simulator): no work may happen on a thread of its own."""
+        ...
+
+    def known_quiescent(self) -> bool:
+        """True when the backend knows at once, asking no actor, that no message is in flight.
+
+        False when one is, or when the backend cannot tell without asking its
+        actors (Ray: use :meth:`wait_quiescent`).
+        """
+        ...
+
+    def recent_messages(self) -> tuple[str, ...]:
+        """The last deliveries kept for failure reports, oldest first (empty when none are kept)."""
+        ...
+
+    def message_log(self) -> MessageLog | None:
+        """The complete record of deliveries when the backend keeps one (the simulator), else None."""
         ...
 
     def wait_quiescent(self, timeout: float | None = None) -> None:

@@ -619,6 +619,22 @@ class RayRuntime:
                 raise Timeout(f"messages still in flight between Ray actors after {limit:g} s")
             time.sleep(0.005)
 
+    @property
+    def deterministic(self) -> bool:
+        """False: actors run in processes of their own."""
+        return False
+
+    def known_quiescent(self) -> bool:
+        """False: only asking every actor can tell (:meth:`is_quiescent`, :meth:`wait_quiescent`)."""
+        return False
+
+    def recent_messages(self) -> tuple[str, ...]:
+        """Empty: deliveries happen in other processes."""
+        return ()
+
+    def message_log(self) -> None:
+        """None: deliveries happen in other processes."""
+
     def is_quiescent(self) -> bool:
         """True if two snapshots one after the other find every message handled
         and nothing changed (see :meth:`wait_quiescent`; timers aside)."""

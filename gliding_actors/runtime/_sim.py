@@ -282,6 +282,21 @@ class Simulator:
         """None: every actor lives in this process."""
         return []
 
+    @property
+    def deterministic(self) -> bool:
+        """True: a seed replays the same run."""
+        return True
+
+    def known_quiescent(self) -> bool:
+        return self.is_quiescent()
+
+    def recent_messages(self) -> tuple[str, ...]:
+        return tuple(str(entry) for entry in self.recent)[-16:]
+
+    def message_log(self) -> Simulator:
+        """This simulator: it keeps the record itself (``log``, ``log_hash``, ``delivered``)."""
+        return self
+
     def wait_quiescent(self, timeout: float | None = None) -> None:
         """Deliver every message in flight now (virtual time: nothing to wait for)."""
         self.run_until_quiescent()

@@ -232,6 +232,23 @@ class ThreadsRuntime:
         """None: every actor lives in this process."""
         return []
 
+    @property
+    def deterministic(self) -> bool:
+        """False: actors run on their own threads."""
+        return False
+
+    def known_quiescent(self) -> bool:
+        return self.is_quiescent()
+
+    def recent_messages(self) -> tuple[str, ...]:
+        """The last messages sent, when opened with ``trace=`` (empty otherwise)."""
+        if self.trace is None:
+            return ()
+        return tuple(f"{src} -> {dst}: {msg!r}" for src, dst, msg in self.trace)[-16:]
+
+    def message_log(self) -> None:
+        """None: threads keep no complete record (see ``trace``)."""
+
     def wait_quiescent(self, timeout: float | None = None) -> None:
         """Wait until every posted message has been handled (timers aside).
 

@@ -19,7 +19,7 @@ from typing import IO, Any, Protocol, runtime_checkable
 
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import GlidingError, Timeout
-from gliding_actors.runtime import Future, Simulator, ThreadsRuntime
+from gliding_actors.runtime import Future
 from gliding_actors.scenario._expect import Mismatch, check_expectations
 from gliding_actors.scenario._invariants import run_invariants
 from gliding_actors.scenario._model import OpStep, ParallelStep, Position, Scenario, Step
@@ -212,12 +212,14 @@ def replay(
         current = system if world is None else world.system
         retired: list[MemorySystem] = [] if world is None else list(world.state.get("retired_systems", []))
         runtimes = [s.runtime for s in [*retired, current]]
-        if all(isinstance(rt, Simulator) for rt in runtimes):
-            hashes = [rt.log_hash() for rt in runtimes if isinstance(rt, Simulator)]
+        logs = [rt.message_log() for rt in runtimes]
+        if all(log is not None for log in logs):
+            kept = [log for log in logs if log is not None]
+            hashes = [log.log_hash() for log in kept]
             result.log_hash = hashes[0] if len(hashes) == 1 else hashlib.sha256("".join(hashes).encode()).hexdigest()
-            result.messages = sum(rt.delivered for rt in runtimes if isinstance(rt, Simulator))
+            result.messages = sum(log.delivered for log in kept)
             if keep_log:
-                result.protocol_log = [e for rt in runtimes if isinstance(rt, Simulator) for e in rt.log]
+                result.protocol_log = [e for log in kept for e in log.log]
         current.close()
     return result
 
@@ -242,12 +244,7 @@ class _Engine:
 
     # -- failure reporting ---------------------------------------------------
     def _recent(self) -> tuple[str, ...]:
-        rt = self.world.system.runtime
-        if isinstance(rt, Simulator):
-            return tuple(str(entry) for entry in rt.recent)[-16:]
-        if isinstance(rt, ThreadsRuntime) and rt.trace is not None:
-            return tuple(f"{src} -> {dst}: {msg!r}" for src, dst, msg in rt.trace)[-16:]
-        return ()
+        return self.world.system.runtime.recent_messages()
 
     def fail(self, where: str, pos: Position, what: str, expected: Any = None, actual: Any = None) -> _Stop:
         return _Stop(
@@ -288,7 +285,7 @@ class _Engine:
         """Note how long the protocol log is now (sim only): the messages since the last mark are ``label``'s."""
         retired = list(self.world.state.get("retired_systems", []))
         runtimes = [s.runtime for s in [*retired, self.world.system]]
-        length = sum(len(rt.log) for rt in runtimes if isinstance(rt, Simulator))
+        length = sum(len(log.log) for log in (rt.message_log() for rt in runtimes) if log is not None)
         marks = self.result.step_marks
         if label in ("set-up", "invariant checks") and length == (marks[-1][0] if marks else 0):
             return  # they sent nothing

@@ -10,6 +10,7 @@ is told about loopback only, and the ``ss`` check runs after the suites.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -94,6 +95,13 @@ def test_the_shards_run_one_per_node_and_the_memory_serves(
     with MemorySystem.open(tmp_path, TWO_SHARDS, runtime="ray") as memory:
         assert memory.graph.count() == 9  # the eight lines and the task's
         assert memory.agent("qa", "CA").read("plan:5")["value"]["status"] == "s5"
+        qa = memory.agent("qa2", "PA").aio  # the async face works on Ray as on threads
+
+        async def plan_and_check() -> tuple[int, Any]:
+            written = await qa.write("plan:async", {"status": "from a coroutine"}, timeout=30.0)
+            return written["version"], await qa.get("plan:async", timeout=30.0)
+
+        assert asyncio.run(plan_and_check()) == (1, {"status": "from a coroutine"})
 
 
 @pytest.mark.parametrize("suite", ["coherence", "blackboard", "projection"])

@@ -273,3 +273,16 @@ def test_in_driver_placement_is_honoured_and_a_node_is_refused_with_nothing_star
     with pytest.raises(ActorUnavailable):
         runtime.lookup("placed")
     assert runtime.spawn("placed", Counter).ask({"t": "add", "n": 2}).get(2.0) == 2  # the name stayed free
+
+
+def test_what_a_backend_records_and_knows_is_asked_through_the_protocol(runtime: Runtime) -> None:
+    ref = runtime.spawn("counter", Counter)
+    ref.ask({"t": "add", "n": 1}).get(2.0)
+    runtime.wait_quiescent(5.0)
+    assert runtime.known_quiescent()
+    log = runtime.message_log()
+    if runtime.deterministic:  # the simulator: a complete record that makes replays comparable
+        assert log is not None and log.delivered >= 1 and len(log.log_hash()) == 64
+        assert any("counter" in line for line in runtime.recent_messages())
+    else:
+        assert log is None

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gliding_actors.coherence._hosting import CACHE_PREFIX
-from gliding_actors.runtime import CompletedFuture, Future, MappedFuture, Simulator, ThreadsRuntime
+from gliding_actors.runtime import CompletedFuture, Future, MappedFuture
 from gliding_actors.scenario._invariants import invariant
 from gliding_actors.scenario._model import OpStep
 from gliding_actors.scenario._ops import ReplayWorld, implements
@@ -164,12 +164,7 @@ def _crash(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
 
 
 def _quiescent(world: ReplayWorld) -> bool:
-    rt = world.system.runtime
-    if isinstance(rt, Simulator):
-        return rt.is_quiescent()
-    if isinstance(rt, ThreadsRuntime):
-        return rt.is_quiescent()
-    return False
+    return world.system.runtime.known_quiescent()
 
 
 @invariant("versions never go back")
@@ -320,12 +315,13 @@ class _AgreementLog:
     def touched(self, world: ReplayWorld, covered: set[str]) -> set[str] | None:
         """The covered lines to inspect, or None: inspect them all."""
         rt = world.system.runtime
+        log = rt.message_log()
         agents = tuple(sorted(world.system.agents()))
-        if not isinstance(rt, Simulator) or not rt.keep_log or rt is not self.runtime or agents != self.agents:
+        if log is None or not log.keep_log or rt is not self.runtime or agents != self.agents:
             return None
         coherent = set(world.system.directories)
         touched = set(self.flagged) | (covered - self.covered)
-        for entry in rt.log[self.seen :]:
+        for entry in log.log[self.seen :]:
             if entry.kind in _INERT_KINDS:
                 continue
             if entry.kind != "deliver":
@@ -346,7 +342,8 @@ class _AgreementLog:
     def checked(self, world: ReplayWorld, covered: set[str], flagged: set[str]) -> None:
         rt = world.system.runtime
         self.runtime = rt
-        self.seen = len(rt.log) if isinstance(rt, Simulator) else 0
+        log = rt.message_log()
+        self.seen = len(log.log) if log is not None else 0
         self.agents = tuple(sorted(world.system.agents()))
         self.covered = frozenset(covered)
         self.flagged = frozenset(flagged)
