@@ -108,9 +108,9 @@ def _median(values: list[float | None]) -> float | None:
 
 
 def _cpu_seconds(runtime: Runtime, names: list[str]) -> float:
-    """CPU seconds used so far: each Ray actor's own process, summed; on threads, this process."""
+    """CPU seconds used so far: each actor's own process, summed, where they run on nodes (Ray); else this process."""
     status = getattr(runtime, "status", None)
-    if runtime.kind == "ray" and status is not None:
+    if runtime.node_ids() and status is not None:
         return sum(float(status(name)["cpu_s"]) for name in names)
     return time.process_time()
 
