@@ -16,7 +16,21 @@ from gliding_actors._operation import Call, Tracer, operation, same
 from gliding_actors._results import layers_of, nothing, ready_of, seq_of, token_of
 from gliding_actors.bus import BUS_ACTOR, HISTORY_GRAPH
 from gliding_actors.errors import InvalidInput
+from gliding_actors.l2._awareness import KEEP
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, task_lines
+from gliding_actors.l2._board_requests import (
+    TASK_REQUESTS,
+    Heartbeat,
+    Lock,
+    TaskAttach,
+    TaskComplete,
+    TaskCreate,
+    TaskDepend,
+    TaskLayers,
+    TaskScope,
+    Unlock,
+    parse_request,
+)
 from gliding_actors.runtime import ChainedFuture, Future, MappedFuture
 
 __all__ = ["CoordinationOps"]
@@ -42,10 +56,8 @@ class CoordinationOps:
         self, status: str | None = None, operation: str | None = None, *, timeout: float | None = None
     ) -> Call[dict[str, Any], None]:
         """Tell the team this agent is alive (optionally its status and current operation)."""
-        request: dict[str, Any] = {"t": "heartbeat", "agent": self._id, "status": status}
-        if operation is not None:
-            request["operation"] = operation
-        return Call(self._board_ask(request), nothing, timeout)
+        request = Heartbeat(self._id, status, KEEP if operation is None else operation)
+        return Call(self._board_ask(request.message()), nothing, timeout)
 
     submit_heartbeat = heartbeat.submit
 
@@ -61,8 +73,8 @@ class CoordinationOps:
         :class:`~gliding_actors.errors.DeadlockError` at once. The caller's
         wait is ``timeout_s`` plus ``timeout``.
         """
-        request = {"t": "lock", "agent": self._id, "resource": resource, "mode": mode, "timeout_s": timeout_s}
-        sent = self._board_ask(request)
+        request = {"t": Lock.KIND, "agent": self._id, "resource": resource, "mode": mode, "timeout_s": timeout_s}
+        sent = self._board_ask(request)  # the blackboard checks the shapes (a bad timeout_s is InvalidInput)
         wait_s = timeout_s if isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool) else 0.0
         limit = (self._system.runtime.ask_timeout_s if timeout is None else timeout) + max(0.0, float(wait_s))
         return Call(sent, token_of, limit)
@@ -71,7 +83,7 @@ class CoordinationOps:
 
     @operation
     def unlock(self, resource: str, *, timeout: float | None = None) -> Call[dict[str, Any], None]:
-        return Call(self._board_ask({"t": "unlock", "agent": self._id, "resource": resource}), nothing, timeout)
+        return Call(self._board_ask({"t": Unlock.KIND, "agent": self._id, "resource": resource}), nothing, timeout)
 
     submit_unlock = unlock.submit
 
@@ -81,29 +93,30 @@ class CoordinationOps:
         ``task.complete`` goes through :meth:`submit_complete_task`: it writes
         the task's lines down before the task is marked finished.
         """
-        if isinstance(request, dict) and request.get("t") == "task.complete":
-            task = request.get("task")
-            if not isinstance(task, str):
-                raise InvalidInput(f"task.complete: a task id is a string, not {task!r}")
-            return self.submit_complete_task(task, request.get("status", "completed"))
-        return self._board_ask(request)
+        parsed = parse_request(request)  # InvalidInput before anything is sent
+        if type(parsed) not in TASK_REQUESTS:
+            kinds = ", ".join(sorted(kind.KIND for kind in TASK_REQUESTS))
+            raise InvalidInput(f"submit_task takes a task-DAG request ({kinds}), not {parsed.KIND!r}")
+        if isinstance(parsed, TaskComplete):
+            return self.submit_complete_task(parsed.task, parsed.status)
+        return self._board_ask(parsed.message())
 
     @operation(recorded=False)
     def create_task(
         self, task: str, *, parent: str | None = None, depends_on: Iterable[str] = (), timeout: float | None = None
     ) -> Call[dict[str, Any], None]:
-        request = {"t": "task.create", "task": task, "parent": parent, "depends_on": list(depends_on)}
+        request = {"t": TaskCreate.KIND, "task": task, "parent": parent, "depends_on": list(depends_on)}
         return Call(self.submit_task(request), nothing, timeout)
 
     @operation(recorded=False)
     def depend(self, task: str, on: str, *, timeout: float | None = None) -> Call[dict[str, Any], None]:
         """``task`` waits for ``on``; :class:`~gliding_actors.errors.CycleError` if that closes a cycle."""
-        return Call(self.submit_task({"t": "task.depend", "task": task, "on": on}), nothing, timeout)
+        return Call(self.submit_task({"t": TaskDepend.KIND, "task": task, "on": on}), nothing, timeout)
 
     @operation(recorded=False)
     def task_layers(self, task: str | None = None, *, timeout: float | None = None) -> Call[dict[str, Any], list[list[str]]]:
         """Kahn layers of ``task``'s subtree (every task when None): what can run together."""
-        return Call(self.submit_task({"t": "task.layers", "task": task}), layers_of, timeout)
+        return Call(self.submit_task({"t": TaskLayers.KIND, "task": task}), layers_of, timeout)
 
     @operation
     def complete_task(
@@ -137,7 +150,7 @@ class CoordinationOps:
                 lines = task_lines(system.graph, scope["tasks"], scope["nodes"])
 
                 def after_flush(flushed: int) -> Future[dict[str, Any]]:
-                    done = board({"t": "task.complete", "task": task, "status": status})
+                    done = board({"t": TaskComplete.KIND, "task": task, "status": status})
                     return MappedFuture(
                         done, lambda r: {"flushed": flushed, "nodes": lines, "ready": list(r["ready"])}
                     )
@@ -146,7 +159,7 @@ class CoordinationOps:
 
             return ChainedFuture(system.submit_recall(), after_recall)
 
-        sent: Future[dict[str, Any]] = ChainedFuture(board({"t": "task.scope", "task": task, "status": status}), after_scope)
+        sent: Future[dict[str, Any]] = ChainedFuture(board({"t": TaskScope.KIND, "task": task, "status": status}), after_scope)
         return Call(sent, ready_of, timeout)
 
     submit_complete_task = complete_task.submit
@@ -158,7 +171,7 @@ class CoordinationOps:
         """Record lines as ``task``'s: completing the task writes them down with its other lines."""
         if isinstance(iris, str):
             raise InvalidInput("iris is a list of IRIs, not one string")
-        request = {"t": "task.attach", "task": task, "iris": [check_iri(i) for i in iris]}
+        request = TaskAttach(task, tuple(check_iri(i) for i in iris)).message()
         return Call(self._board_ask(request), nothing, timeout)
 
     submit_attach_task = attach_to_task.submit

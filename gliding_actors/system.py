@@ -50,6 +50,7 @@ from gliding_actors.l0 import SHARDS_DIR, L0Store
 from gliding_actors.l1 import is_archive_iri, start_session
 from gliding_actors.l1._tokens import get_counter
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor, BlackboardState
+from gliding_actors.l2._board_requests import Agents, Register
 from gliding_actors.l2._graph import GraphStore
 from gliding_actors.l2._graph_writer import GRAPH_ACTOR, GraphOutbox, GraphWriter
 from gliding_actors.l2._permissions import PermissionMatrix
@@ -344,7 +345,7 @@ class MemorySystem(CrashOps):
                 spawn=self.spawn_supervised,
                 bus=self._runtime.lookup(BUS_ACTOR),
             )
-            self._runtime.lookup(BLACKBOARD_ACTOR).ask({"t": "register", "agent": agent_id, "role": role}).get()
+            self._runtime.lookup(BLACKBOARD_ACTOR).ask(Register(agent_id, role).message()).get()
             handle = Agent(self, agent_id, role)
             if self._recorder is not None:
                 self._recorder.agent_added(handle)
@@ -629,7 +630,7 @@ class MemorySystem(CrashOps):
 
     def submit_team(self) -> Future[dict[str, Any]]:
         """Every registered agent's ``{role, status, stale}`` (stale agents' locks are released)."""
-        return self._runtime.lookup(BLACKBOARD_ACTOR).ask({"t": "agents"})
+        return self._runtime.lookup(BLACKBOARD_ACTOR).ask(Agents().message())
 
     def team(self, *, timeout: float | None = None) -> dict[str, dict[str, Any]]:
         """Blocking :meth:`submit_team`: ``{agent id: {role, status, stale}}``."""

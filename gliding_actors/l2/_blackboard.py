@@ -6,7 +6,8 @@ for the earliest lease, wait or heartbeat deadline, and publishes what they
 report (``agent.stale``, task events) on the MemoryBus. It never blocks: a
 lock wait is queued state answered by a later release, expiry or time-out.
 
-Requests (plain dicts, key ``t``), all from agents' handles:
+Requests (plain dicts, key ``t``, parsed into the typed values of
+:mod:`~gliding_actors.l2._board_requests` at the door), all from agents' handles:
 
 - ``register {agent, role}``; ``heartbeat {agent, status?, operation?}``;
   ``agents`` → ``{id: {role, status, stale}}``
@@ -36,7 +37,24 @@ import pyoxigraph as ox
 
 from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.errors import GlidingError, InvalidInput
-from gliding_actors.l2._awareness import KEEP, AgentRegistry, release_stale
+from gliding_actors.l2._awareness import AgentRegistry, release_stale
+from gliding_actors.l2._board_requests import (
+    Agents,
+    Fence,
+    Heartbeat,
+    Lock,
+    Register,
+    TaskAttach,
+    TaskComplete,
+    TaskCreate,
+    TaskDepend,
+    TaskLayers,
+    TaskMembers,
+    TaskScope,
+    Tick,
+    Unlock,
+    parse_request,
+)
 from gliding_actors.l2._dag import TASK_FINAL_STATUSES, TaskDAG
 from gliding_actors.l2._graph import GraphStore
 from gliding_actors.l2._jsonld import GENID_BASE
@@ -46,7 +64,7 @@ from gliding_actors.runtime import DEFERRED, Context, ReplyToken
 __all__ = ["BLACKBOARD_ACTOR", "BlackboardActor", "BlackboardState", "task_lines"]
 
 BLACKBOARD_ACTOR = "blackboard"
-_TICK = {"t": "tick"}
+_TICK = Tick().message()
 
 
 @dataclasses.dataclass
@@ -129,31 +147,25 @@ class BlackboardActor:
         self._arm(ctx.clock.now(), ctx)
 
     def receive(self, message: Any, ctx: Context) -> Any:
-        if not isinstance(message, dict):
-            raise InvalidInput(f"blackboard requests are objects, not {type(message).__name__}")
-        kind = message.get("t")
+        request = parse_request(message)  # InvalidInput for a malformed one, before anything changes
         now = ctx.clock.now()
-        if kind == "tick":
+        if isinstance(request, Tick):
             self._timer_at = None
             self._sweep(now, ctx)
             return None
-        handler = _HANDLERS.get(str(kind))
-        if handler is None:
-            raise InvalidInput(f"unknown blackboard request {kind!r}")
-        result = handler(self, message, now, ctx)  # a refusal raises having changed nothing
+        result = _HANDLERS[type(request)](self, request, now, ctx)  # a refusal raises having changed nothing
         self._arm(now, ctx)
         return result
 
     # -- awareness -------------------------------------------------------------
-    def _register(self, msg: dict[str, Any], now: float, ctx: Context) -> None:
-        self.agents.register(msg["agent"], msg["role"], now=now)
+    def _register(self, req: Register, now: float, ctx: Context) -> None:
+        self.agents.register(req.agent, req.role, now=now)
 
-    def _heartbeat(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
-        operation = msg["operation"] if "operation" in msg else KEEP
-        self.agents.heartbeat(msg["agent"], now=now, status=msg.get("status"), operation=operation)
+    def _heartbeat(self, req: Heartbeat, now: float, ctx: Context) -> dict[str, Any]:
+        self.agents.heartbeat(req.agent, now=now, status=req.status, operation=req.operation)
         return {}
 
-    def _agents(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
+    def _agents(self, req: Agents, now: float, ctx: Context) -> dict[str, Any]:
         self._sweep(now, ctx)
         return {"agents": self.agents.listing(now=now)}
 
@@ -164,12 +176,10 @@ class BlackboardActor:
             ctx.send(BUS_ACTOR, {"type": "publish", "topic": "agent.stale", "message": event, "publisher": None})
 
     # -- locks -------------------------------------------------------------------
-    def _lock(self, msg: dict[str, Any], now: float, ctx: Context) -> Any:
+    def _lock(self, req: Lock, now: float, ctx: Context) -> Any:
         token = ctx.defer_reply()
         try:
-            outcome = self.locks.acquire(
-                msg["agent"], msg["resource"], msg["mode"], float(msg.get("timeout_s", 0.0)), now=now
-            )
+            outcome = self.locks.acquire(req.agent, req.resource, req.mode, req.timeout_s, now=now)
         except GlidingError as exc:
             # The manager caught up to ``now`` before refusing: its catch-up
             # effects (expiries, grants to others) must still be delivered, so
@@ -186,12 +196,12 @@ class BlackboardActor:
             ctx.resolve(token, {"granted": False, "blockers": list(outcome.blockers)})
         return DEFERRED
 
-    def _unlock(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
-        self._answer_waits(self.locks.release(msg["agent"], msg["resource"], now=now), ctx)
+    def _unlock(self, req: Unlock, now: float, ctx: Context) -> dict[str, Any]:
+        self._answer_waits(self.locks.release(req.agent, req.resource, now=now), ctx)
         return {}
 
-    def _fence(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
-        self.locks.check_fence(msg["resource"], int(msg["token"]))
+    def _fence(self, req: Fence, now: float, ctx: Context) -> dict[str, Any]:
+        self.locks.check_fence(req.resource, req.token)
         return {}
 
     def _answer_waits(self, effects: Effects, ctx: Context) -> None:
@@ -216,29 +226,29 @@ class BlackboardActor:
         ctx.schedule(max(0.0, due - now), _TICK)
 
     # -- tasks -------------------------------------------------------------------
-    def _task_create(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
-        self.tasks.create(msg["task"], msg.get("parent"), msg.get("depends_on") or ())
-        return {"task": msg["task"]}
+    def _task_create(self, req: TaskCreate, now: float, ctx: Context) -> dict[str, Any]:
+        self.tasks.create(req.task, req.parent, req.depends_on)
+        return {"task": req.task}
 
-    def _task_depend(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
-        self.tasks.depend(msg["task"], msg["on"])
+    def _task_depend(self, req: TaskDepend, now: float, ctx: Context) -> dict[str, Any]:
+        self.tasks.depend(req.task, req.on)
         return {}
 
-    def _task_layers(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
-        return {"layers": self.tasks.layers(msg.get("task"))}
+    def _task_layers(self, req: TaskLayers, now: float, ctx: Context) -> dict[str, Any]:
+        return {"layers": self.tasks.layers(req.task)}
 
-    def _task_attach(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
-        self.tasks.attach(_task_arg(msg), msg.get("iris") or ())
+    def _task_attach(self, req: TaskAttach, now: float, ctx: Context) -> dict[str, Any]:
+        self.tasks.attach(req.task, req.iris)
         return {}
 
-    def _task_scope(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
+    def _task_scope(self, req: TaskScope, now: float, ctx: Context) -> dict[str, Any]:
         """What completing ``task`` will write down: its subtree and attached nodes.
 
         Refuses, as :meth:`TaskDAG.complete` would, a task that may not finish
         with ``status`` now, so a refused completion flushes nothing. Changes
         nothing: the status changes only at ``task.complete``, after the flush.
         """
-        task, status = _task_arg(msg), msg.get("status", "completed")
+        task, status = req.task, req.status
         info = self.tasks.info(task)  # InvalidInput: a bad or unknown id
         if status not in TASK_FINAL_STATUSES:
             raise InvalidInput(f"a task finishes as {' or '.join(TASK_FINAL_STATUSES)}, not {status!r}")
@@ -251,14 +261,14 @@ class BlackboardActor:
         nodes = sorted({iri for t in subtree for iri in self.tasks.info(t).nodes})
         return {"tasks": subtree, "nodes": nodes}
 
-    def _task_members(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
+    def _task_members(self, req: TaskMembers, now: float, ctx: Context) -> dict[str, Any]:
         """``task``'s subtree, attached lines and DAG statuses, whatever its status.
 
         L3 scopes a projection with it. An id the DAG does not know answers
         just itself (a task may have lines without a DAG entry, e.g. after a
         process restart). Changes nothing.
         """
-        task = _task_arg(msg)
+        task = req.task
         try:
             subtree = self.tasks.subtree(task)
         except InvalidInput:
@@ -267,20 +277,13 @@ class BlackboardActor:
         nodes = sorted({iri for info in infos for iri in info.nodes})
         return {"tasks": subtree, "nodes": nodes, "statuses": {info.task: info.status for info in infos}}
 
-    def _task_complete(self, msg: dict[str, Any], now: float, ctx: Context) -> dict[str, Any]:
-        done = self.tasks.complete(msg["task"], msg.get("status", "completed"))
+    def _task_complete(self, req: TaskComplete, now: float, ctx: Context) -> dict[str, Any]:
+        done = self.tasks.complete(req.task, req.status)
         for event in done.events:
             ctx.send(BUS_ACTOR, {"type": "publish", "topic": "task.events", "message": dict(event), "publisher": None})
         # The task's lines were written down before this request was sent (the
         # handle flushes first); ``flushed`` is the handle's to report.
         return {"ready": list(done.ready), "nodes": list(done.nodes)}
-
-
-def _task_arg(msg: dict[str, Any]) -> str:
-    task = msg.get("task")
-    if not isinstance(task, str):
-        raise InvalidInput(f"a task id is a string, not {task!r}")
-    return task
 
 
 def task_lines(graph: GraphStore, tasks: Iterable[str], attached: Iterable[str] = ()) -> list[str]:
@@ -348,18 +351,19 @@ def _skolem_owner(graph: GraphStore, skolem: str) -> str | None:
     return None
 
 
-_HANDLERS: dict[str, Any] = {
-    "register": BlackboardActor._register,
-    "heartbeat": BlackboardActor._heartbeat,
-    "agents": BlackboardActor._agents,
-    "lock": BlackboardActor._lock,
-    "unlock": BlackboardActor._unlock,
-    "fence": BlackboardActor._fence,
-    "task.create": BlackboardActor._task_create,
-    "task.depend": BlackboardActor._task_depend,
-    "task.layers": BlackboardActor._task_layers,
-    "task.attach": BlackboardActor._task_attach,
-    "task.scope": BlackboardActor._task_scope,
-    "task.complete": BlackboardActor._task_complete,
-    "task.members": BlackboardActor._task_members,
+#: each request's handler, by its class
+_HANDLERS: dict[type, Any] = {
+    Register: BlackboardActor._register,
+    Heartbeat: BlackboardActor._heartbeat,
+    Agents: BlackboardActor._agents,
+    Lock: BlackboardActor._lock,
+    Unlock: BlackboardActor._unlock,
+    Fence: BlackboardActor._fence,
+    TaskCreate: BlackboardActor._task_create,
+    TaskDepend: BlackboardActor._task_depend,
+    TaskLayers: BlackboardActor._task_layers,
+    TaskAttach: BlackboardActor._task_attach,
+    TaskScope: BlackboardActor._task_scope,
+    TaskComplete: BlackboardActor._task_complete,
+    TaskMembers: BlackboardActor._task_members,
 }

@@ -36,6 +36,7 @@ from gliding_actors.coherence._hosting import LINE_CHANGED, unpack_value
 from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput
 from gliding_actors.l1._tokens import TokenCounter, get_counter
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR
+from gliding_actors.l2._board_requests import Agents, TaskMembers
 from gliding_actors.l2._jsonld import GRAPH_BASE, to_quads
 from gliding_actors.l3._framer import (
     FRAME,
@@ -237,9 +238,9 @@ class ProjectionService:
         board = memory.runtime.lookup(BLACKBOARD_ACTOR)
         parts: list[Any] = [memory.submit_recall() if recall else CompletedFuture(0)]
         parts.append(
-            board.ask({"t": "task.members", "task": checked_task}) if checked_task is not None else CompletedFuture(None)
+            board.ask(TaskMembers(checked_task).message()) if checked_task is not None else CompletedFuture(None)
         )
-        parts.append(board.ask({"t": "agents"}) if chosen.live else CompletedFuture(None))
+        parts.append(board.ask(Agents().message()) if chosen.live else CompletedFuture(None))
         with self._next_lock:
             worker = self.workers[next(self._next) % len(self.workers)]
         request: dict[str, Any] = {
