@@ -309,6 +309,14 @@ def test_a_process_crash_in_the_sweep_keeps_the_durability_contract() -> None:
     assert figures["by_kind"]["process_crash"] == 3
 
 
+def test_the_injector_never_crashes_a_directory_while_it_takes_its_census() -> None:
+    """Seed 20261151 crashes a directory again while it recovers (at step 172 onwards) when the
+    injector cannot see the census: what the directory held back died with it and eight ops hung."""
+    figures = run_faults(seeds=[20261151], steps=400)
+    assert figures["by_kind"]["directory_crash"] > 0
+    assert figures["hung_ops"] == 0, figures["failures"]
+
+
 def test_the_same_seeds_give_the_same_run() -> None:
     first = run_faults(seeds=[7, 8], steps=150)
     again = run_faults(seeds=[7, 8], steps=150)

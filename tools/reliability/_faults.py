@@ -402,7 +402,7 @@ class _SeedRun:
         eligible = []
         for name in self.system.directories:
             inner = self._inner(name)
-            if getattr(inner, "_census", None) is not None:
+            if inner.controller.recovering:
                 continue  # recovering: what it holds back would die with it
             snap = inner.controller.snapshot()
             if snap["recalls"] or any(ln[1] == D_SD or ln[5] for ln in snap["lines"]):
