@@ -14,8 +14,8 @@ from gliding_actors._agent_ports import AgentPorts
 from gliding_actors._checks import check_iri, check_object, check_topic
 from gliding_actors._operation import Call, Tracer, operation, same
 from gliding_actors._results import layers_of, nothing, ready_of, seq_of, token_of
-from gliding_actors.bus import BUS_ACTOR, HISTORY_GRAPH
-from gliding_actors.errors import InvalidInput
+from gliding_actors.bus import BUS_ACTOR, HISTORY_GRAPH, SYSTEM_TOPICS
+from gliding_actors.errors import InvalidInput, PermissionDenied
 from gliding_actors.l2._awareness import KEEP
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, task_lines
 from gliding_actors.l2._board_requests import (
@@ -207,6 +207,11 @@ class CoordinationOps:
             "publisher": self._id,
             "keep": True,
         }
+        if request["topic"] in SYSTEM_TOPICS:
+            raise PermissionDenied(
+                f"{request['topic']!r} is a system topic: only the memory publishes on "
+                f"{', '.join(sorted(SYSTEM_TOPICS))} (agents may subscribe)"
+            )
         # the message becomes a node of ``shared`` (the history late readers see)
         self._system.permissions.check(self._role, HISTORY_GRAPH, "create")
         return Call(self._ask(BUS_ACTOR, request), seq_of, timeout)

@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gliding_actors.bus import BUS_ACTOR
+from gliding_actors.bus import ACTOR_CRASHED, BUS_ACTOR
 from gliding_actors.clock import Clock
 from gliding_actors.errors import InvalidInput
 from gliding_actors.runtime import Behaviour, Context, InjectedCrash
@@ -65,7 +65,7 @@ SUPERVISOR_ACTOR = "supervisor"
 """The registered name of the supervisor actor in a :class:`~gliding_actors.MemorySystem`."""
 
 #: The bus topic of crash events (a system notification: pushed and mailed, never kept).
-CRASH_TOPIC = "actor.crashed"
+CRASH_TOPIC = ACTOR_CRASHED
 
 _CRASH = "supervision.crash"
 _PING = "supervision.ping"

@@ -69,10 +69,34 @@ from gliding_actors.runtime import Context
 if TYPE_CHECKING:
     from gliding_actors.l2._graph import GraphStore
 
-__all__ = ["BUS_ACTOR", "HISTORY_GRAPH", "MESSAGE_IRI_PREFIX", "BusState", "MemoryBus", "message_iri"]
+__all__ = [
+    "ACTOR_CRASHED",
+    "AGENT_STALE",
+    "BUS_ACTOR",
+    "HISTORY_GRAPH",
+    "LINE_CHANGED",
+    "MESSAGE_IRI_PREFIX",
+    "SYSTEM_TOPICS",
+    "TASK_EVENTS",
+    "BusState",
+    "MemoryBus",
+    "message_iri",
+]
 
 BUS_ACTOR = "bus"
 """The registered name of the bus actor in a :class:`~gliding_actors.MemorySystem`."""
+
+#: a line's write or delete completed: ``{iri, version, agent}`` (keyed by ``iri``)
+LINE_CHANGED = "line.changed"
+#: a task finished, or became ready (the blackboard's task DAG)
+TASK_EVENTS = "task.events"
+#: an agent missed its heartbeats; its locks were released
+AGENT_STALE = "agent.stale"
+#: a system actor crashed (its supervisor's record)
+ACTOR_CRASHED = "actor.crashed"
+#: Topics only the system publishes on. Agents may subscribe to them; a
+#: publish on one by an agent is refused, so what they say can be trusted.
+SYSTEM_TOPICS = frozenset({LINE_CHANGED, TASK_EVENTS, AGENT_STALE, ACTOR_CRASHED})
 
 #: Kept messages live in this named graph (everyone reads it).
 HISTORY_GRAPH = "shared"

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgpack
 
-from gliding_actors.bus import BUS_ACTOR
+from gliding_actors.bus import BUS_ACTOR, LINE_CHANGED
 from gliding_actors.coherence import _messages as m
 from gliding_actors.coherence._cache import CacheController
 from gliding_actors.coherence._directory import DirectoryController
@@ -35,7 +35,6 @@ from gliding_actors.runtime import DEFERRED, RUNTIME_SENDER, Context, InjectedCr
 #: Sent after the write completes, so it may arrive after the writer's next op;
 #: events of different writers may reach the bus out of version order, so a
 #: listener keeps the highest version it has seen per IRI.
-LINE_CHANGED = "line.changed"
 
 __all__ = [
     "CACHE_PREFIX",

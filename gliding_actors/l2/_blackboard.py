@@ -35,7 +35,7 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from gliding_actors.bus import BUS_ACTOR
+from gliding_actors.bus import AGENT_STALE, BUS_ACTOR, TASK_EVENTS
 from gliding_actors.errors import GlidingError, InvalidInput
 from gliding_actors.l2._awareness import AgentRegistry, release_stale
 from gliding_actors.l2._board_requests import (
@@ -173,7 +173,7 @@ class BlackboardActor:
         sweep = release_stale(self.agents, self.locks, now)
         self._answer_waits(sweep.effects, ctx)
         for event in sweep.events:
-            ctx.send(BUS_ACTOR, {"type": "publish", "topic": "agent.stale", "message": event, "publisher": None})
+            ctx.send(BUS_ACTOR, {"type": "publish", "topic": AGENT_STALE, "message": event, "publisher": None})
 
     # -- locks -------------------------------------------------------------------
     def _lock(self, req: Lock, now: float, ctx: Context) -> Any:
@@ -280,7 +280,7 @@ class BlackboardActor:
     def _task_complete(self, req: TaskComplete, now: float, ctx: Context) -> dict[str, Any]:
         done = self.tasks.complete(req.task, req.status)
         for event in done.events:
-            ctx.send(BUS_ACTOR, {"type": "publish", "topic": "task.events", "message": dict(event), "publisher": None})
+            ctx.send(BUS_ACTOR, {"type": "publish", "topic": TASK_EVENTS, "message": dict(event), "publisher": None})
         # The task's lines were written down before this request was sent (the
         # handle flushes first); ``flushed`` is the handle's to report.
         return {"ready": list(done.ready), "nodes": list(done.nodes)}

@@ -225,3 +225,22 @@ def test_bad_keyed_requests_are_refused_and_change_nothing(message: dict[str, An
     with pytest.raises(InvalidInput):
         bus.receive(message, ctx)  # type: ignore[arg-type]
     assert bus.state == before and ctx.sent == []
+
+
+@pytest.mark.parametrize("topic", ["line.changed", "task.events", "agent.stale", "actor.crashed"])
+def test_system_topics_are_open_to_agents_no_more(topic: str) -> None:
+    """An agent's publish on a system topic is refused and changes nothing: a forged
+    ``line.changed`` used to break every agent's search until the memory was reopened."""
+    from gliding_actors import PermissionDenied
+
+    with MemorySystem.open(runtime="sim") as memory:
+        pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+        pa.subscribe(topic)
+        pa.write("plan:p1", {"goal": "ship the search"})
+        pa.inbox()  # what the write itself said
+        with pytest.raises(PermissionDenied, match="system topic"):
+            da.publish(topic, {"iri": "bad iri", "version": 1})
+        assert pa.inbox() == []
+        assert da.messages(topic) == []
+        assert pa.search("search")["iris"] == ["plan:p1"]
+        assert da.context("search", 500)["tokens"] > 0
