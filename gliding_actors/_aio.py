@@ -56,6 +56,7 @@ import weakref
 from typing import Any
 
 from gliding_actors.errors import Timeout
+from gliding_actors.runtime._future import wait_bound
 
 __all__ = ["settle", "wrap_future"]
 
@@ -185,10 +186,11 @@ async def settle(future: Any, limit: float) -> Any:
 
     Cancelling the await cancels the wait only (module docstring).
     """
+    bound = wait_bound(limit)  # InvalidInput for a bad timeout, at the await; None: no limit
     loop = asyncio.get_running_loop()
     waiter = wrap_future(future, loop)
-    if not waiter.done():
-        _bridge(loop).expire_after(limit, waiter)
+    if not waiter.done() and bound is not None:
+        _bridge(loop).expire_after(bound, waiter)
     try:
         return await waiter
     except _Expired:

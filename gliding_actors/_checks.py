@@ -15,7 +15,7 @@ import msgpack
 import pyoxigraph as ox
 
 from gliding_actors.bus import MESSAGE_IRI_PREFIX
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l0 import is_valid_iri, is_valid_label
 from gliding_actors.l0._canonical import JSON_ERRORS, canonical
 from gliding_actors.l1._archive import ARCHIVE_PREFIX
@@ -33,7 +33,7 @@ __all__ = [
 
 def check_iri(iri: object) -> str:
     if not isinstance(iri, str) or not is_valid_iri(iri):
-        raise InvalidInput(f"not a valid IRI (scheme:rest, no spaces or control characters): {iri!r}")
+        raise InvalidInput(f"not a valid IRI (scheme:rest, no spaces or control characters): {show(iri)}")
     try:
         # The graph (pyoxigraph) is stricter than L0's shape check (e.g. a '%'
         # not followed by two hex digits): a delete of such an IRI put a
@@ -55,14 +55,14 @@ def check_tags(tags: Iterable[str] | None) -> list[str]:
     # L0's label rule (no control characters, no lone surrogates): a tag L0
     # would refuse at write-down must be refused here, before the write is
     # acknowledged, or the line could never be written down (fuzzing found it).
-    if isinstance(tags, str) or not all(is_valid_label(t) for t in tags):
-        raise InvalidInput(f"tags are a list of non-empty strings without control characters, not {tags!r}")
+    if not isinstance(tags, (list, tuple, set, frozenset)) or not all(is_valid_label(t) for t in tags):
+        raise InvalidInput(f"tags are a list of non-empty strings without control characters, not {show(tags)}")
     return sorted(set(tags))
 
 
 def check_topic(topic: object) -> str:
-    if not isinstance(topic, str) or not topic:
-        raise InvalidInput(f"a topic is a non-empty string, not {topic!r}")
+    if not isinstance(topic, str) or not is_valid_label(topic):
+        raise InvalidInput(f"a topic is a non-empty string without control characters, not {show(topic)}")
     return topic
 
 
@@ -137,6 +137,6 @@ def check_storable(iri: str, value: dict[str, Any], max_bytes: int) -> None:
 def check_graph(graph: object) -> str | None:
     if graph is None:
         return None
-    if not isinstance(graph, str) or not graph or any(c.isspace() for c in graph):
-        raise InvalidInput(f"a named graph is a non-empty string without spaces, not {graph!r}")
+    if not isinstance(graph, str) or not is_valid_label(graph) or any(c.isspace() for c in graph):
+        raise InvalidInput(f"a named graph is a non-empty string without spaces or control characters, not {show(graph)}")
     return graph

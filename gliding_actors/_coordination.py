@@ -15,7 +15,7 @@ from gliding_actors._checks import check_iri, check_object, check_topic
 from gliding_actors._operation import Call, Tracer, operation, same
 from gliding_actors._results import layers_of, nothing, ready_of, seq_of, token_of
 from gliding_actors.bus import BUS_ACTOR, HISTORY_GRAPH, SYSTEM_TOPICS
-from gliding_actors.errors import InvalidInput, PermissionDenied
+from gliding_actors.errors import InvalidInput, PermissionDenied, show
 from gliding_actors.l2._awareness import KEEP
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, task_lines
 from gliding_actors.l2._board_requests import (
@@ -105,7 +105,8 @@ class CoordinationOps:
     def create_task(
         self, task: str, *, parent: str | None = None, depends_on: Iterable[str] = (), timeout: float | None = None
     ) -> Call[dict[str, Any], None]:
-        request = {"t": TaskCreate.KIND, "task": task, "parent": parent, "depends_on": list(depends_on)}
+        deps = list(depends_on) if isinstance(depends_on, (list, tuple)) else depends_on  # else refused below
+        request = {"t": TaskCreate.KIND, "task": task, "parent": parent, "depends_on": deps}
         return Call(self.submit_task(request), nothing, timeout)
 
     @operation(recorded=False)
@@ -169,8 +170,8 @@ class CoordinationOps:
         self, task: str, iris: Iterable[str], *, timeout: float | None = None
     ) -> Call[dict[str, Any], None]:
         """Record lines as ``task``'s: completing the task writes them down with its other lines."""
-        if isinstance(iris, str):
-            raise InvalidInput("iris is a list of IRIs, not one string")
+        if not isinstance(iris, (list, tuple, set, frozenset)):
+            raise InvalidInput(f"iris is a list of IRIs, not {show(iris)}")
         request = TaskAttach(task, tuple(check_iri(i) for i in iris)).message()
         return Call(self._board_ask(request), nothing, timeout)
 

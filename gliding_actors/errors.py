@@ -167,3 +167,16 @@ class EmbeddingError(GlidingError):
     """An embedder could not turn a text into a vector (a model missing, an
     endpoint down or answering nonsense). Never papered over with a zero or
     random vector: the caller falls back to another embedder or indexes nothing."""
+
+
+def show(value: object) -> str:
+    """(Not an error: a helper every refusal uses.) A short, safe picture of a refused value for an error message.
+
+    A hostile value may be huge, 10,000 levels deep (``repr`` would recurse
+    out) or hold lone surrogates: containers are shown by type and size only.
+    """
+    if isinstance(value, (str, int, float, bool, type(None))):
+        text = repr(value)
+        return text if len(text) <= 80 else text[:77] + "..."
+    size = len(value) if isinstance(value, (dict, list, tuple, set, frozenset)) else None
+    return type(value).__name__ + ("" if size is None else f" of {size}")

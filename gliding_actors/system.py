@@ -44,9 +44,9 @@ from gliding_actors.coherence._hosting import (
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.config import Config
 from gliding_actors.context._service import ContextService
-from gliding_actors.errors import ActorUnavailable, InvalidInput, StorageError
+from gliding_actors.errors import ActorUnavailable, InvalidInput, StorageError, show
 from gliding_actors.hyperspace._service import HyperspaceService
-from gliding_actors.l0 import SHARDS_DIR, L0Store
+from gliding_actors.l0 import SHARDS_DIR, L0Store, is_valid_label
 from gliding_actors.l1 import is_archive_iri, start_session
 from gliding_actors.l1._tokens import get_counter
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor, BlackboardState
@@ -70,6 +70,9 @@ if TYPE_CHECKING:
     from gliding_actors.scenario._record import Recorder
 
 __all__ = ["MemorySystem"]
+
+#: the longest agent id (it names actors, archive IRIs and lock holders)
+MAX_AGENT_ID = 200
 
 #: where a sharded L0 records how many shards it was made with
 _LAYOUT = "LAYOUT.json"
@@ -323,12 +326,19 @@ class MemorySystem(CrashOps):
         """
         if self._closed:
             raise ActorUnavailable("the memory system is closed")
-        if not isinstance(agent_id, str) or not agent_id or agent_id.startswith("@") or any(
-            c.isspace() for c in agent_id
+        # checked in full before anything is made: a refused id changes nothing
+        if (
+            not is_valid_label(agent_id)
+            or agent_id.startswith("@")
+            or any(c.isspace() for c in agent_id)
+            or len(agent_id) > MAX_AGENT_ID
         ):
-            raise InvalidInput(f"an agent id is a non-empty string without spaces or a leading '@': {agent_id!r}")
-        if role not in ROLES:
-            raise InvalidInput(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
+            raise InvalidInput(
+                f"an agent id is a non-empty string of at most {MAX_AGENT_ID} characters, without spaces, control "
+                f"characters, lone surrogates or a leading '@', not {show(agent_id)}"
+            )
+        if not isinstance(role, str) or role not in ROLES:
+            raise InvalidInput(f"unknown role {show(role)}; roles are {', '.join(ROLES)}")
         with self._lock:
             existing = self._agents.get(agent_id)
             if existing is not None:

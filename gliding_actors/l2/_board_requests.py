@@ -16,7 +16,7 @@ import dataclasses
 import math
 from typing import Any, ClassVar
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l2._awareness import KEEP, _Keep
 
 __all__ = [
@@ -173,14 +173,14 @@ TASK_REQUESTS: frozenset[type[_Request]] = frozenset({TaskCreate, TaskDepend, Ta
 def _text(message: dict[str, Any], key: str, kind: str) -> str:
     value = message.get(key)
     if not isinstance(value, str):
-        raise InvalidInput(f"{kind}: {key} is a string, not {_show(value)}", path=(key,))
+        raise InvalidInput(f"{kind}: {key} is a string, not {show(value)}", path=(key,))
     return value
 
 
 def _text_or_none(message: dict[str, Any], key: str, kind: str) -> str | None:
     value = message.get(key)
     if value is not None and not isinstance(value, str):
-        raise InvalidInput(f"{kind}: {key} is a string or null, not {_show(value)}", path=(key,))
+        raise InvalidInput(f"{kind}: {key} is a string or null, not {show(value)}", path=(key,))
     return value
 
 
@@ -189,21 +189,15 @@ def _texts(message: dict[str, Any], key: str, kind: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
-        raise InvalidInput(f"{kind}: {key} is a list of strings, not {_show(value)}", path=(key,))
+        raise InvalidInput(f"{kind}: {key} is a list of strings, not {show(value)}", path=(key,))
     return tuple(value)
 
 
 def _seconds(message: dict[str, Any], key: str, kind: str) -> float:
     value = message.get(key, 0.0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise InvalidInput(f"{kind}: {key} is a finite number of seconds >= 0, not {_show(value)}", path=(key,))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
+        raise InvalidInput(f"{kind}: {key} is a number of seconds >= 0 (inf: no limit), not {show(value)}", path=(key,))
     return float(value)
-
-
-def _show(value: object) -> str:
-    """A short picture of a bad value (a hostile one may be huge or deep)."""
-    text = repr(value) if isinstance(value, (str, int, float, bool, type(None))) else type(value).__name__
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def parse_request(message: object) -> BoardRequest:
@@ -213,7 +207,7 @@ def parse_request(message: object) -> BoardRequest:
     given = message.get("t")
     cls = _KINDS.get(given) if isinstance(given, str) else None
     if cls is None:
-        raise InvalidInput(f"unknown blackboard request {_show(given)}")
+        raise InvalidInput(f"unknown blackboard request {show(given)}")
     kind = cls.KIND
     if cls is Register:
         return Register(_text(message, "agent", kind), _text(message, "role", kind))
@@ -232,7 +226,7 @@ def parse_request(message: object) -> BoardRequest:
     if cls is Fence:
         token = message.get("token")
         if isinstance(token, bool) or not isinstance(token, int):
-            raise InvalidInput(f"fence: token is an integer, not {_show(token)}", path=("token",))
+            raise InvalidInput(f"fence: token is an integer, not {show(token)}", path=("token",))
         return Fence(_text(message, "resource", kind), token)
     if cls is TaskCreate:
         return TaskCreate(
@@ -247,7 +241,7 @@ def parse_request(message: object) -> BoardRequest:
     if cls in (TaskScope, TaskComplete):
         status = message.get("status", "completed")
         if not isinstance(status, str):
-            raise InvalidInput(f"{kind}: status is a string, not {_show(status)}", path=("status",))
+            raise InvalidInput(f"{kind}: status is a string, not {show(status)}", path=("status",))
         return (TaskScope if cls is TaskScope else TaskComplete)(_text(message, "task", kind), status)
     if cls is TaskMembers:
         return TaskMembers(_text(message, "task", kind))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from gliding_actors.errors import Timeout
+from gliding_actors.errors import InvalidInput, Timeout
 
 __all__ = ["BaseFuture", "ChainedFuture", "CompletedFuture", "GatheredFuture", "MappedFuture", "ThreadFuture"]
 
@@ -71,6 +72,18 @@ class BaseFuture(Generic[T]):
         return self._error
 
 
+def wait_bound(timeout: object) -> float | None:
+    """How long a wait may last, for a thread primitive: seconds, or None for no limit (``inf``).
+
+    ``timeout`` is a number of seconds >= 0 or ``math.inf``; anything else
+    (a string, a bool, NaN, a negative number) is InvalidInput, so a caller's
+    bad timeout never reaches the thread library as a TypeError or OverflowError.
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or math.isnan(timeout) or timeout < 0:
+        raise InvalidInput(f"a timeout is a number of seconds >= 0 (inf: no limit), not {timeout!r}"[:200])
+    return None if math.isinf(timeout) else float(timeout)
+
+
 class ThreadFuture(BaseFuture[T]):
     """A future answered from another thread; ``get`` waits on a condition."""
 
@@ -84,8 +97,9 @@ class ThreadFuture(BaseFuture[T]):
 
     def get(self, timeout: float | None = None) -> T:
         limit = self._default_timeout if timeout is None else timeout
+        bound = wait_bound(limit)
         with self._cond:
-            if not self.done() and not self._cond.wait_for(self.done, limit):
+            if not self.done() and not self._cond.wait_for(self.done, bound):
                 raise Timeout(
                     f"no answer within {limit:g} s" + (f" from {self.description!r}" if self.description else "")
                 )
@@ -226,7 +240,7 @@ class ChainedFuture(Generic[T]):
         following = self._advance()
         if following is None:
             # another thread is running ``fn`` (which never blocks): wait for it
-            self._chained.wait(timeout)
+            self._chained.wait(None if timeout is None else wait_bound(timeout))
             following = self._next
             if following is None:
                 raise Timeout(f"no answer within {timeout:g} s (a chained step is still starting)")

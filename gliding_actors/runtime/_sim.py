@@ -28,8 +28,14 @@ import msgpack
 
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput, Timeout
-from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, check_in_process_placement, describe_exception
-from gliding_actors.runtime._future import BaseFuture
+from gliding_actors.runtime._cell import (
+    Cell,
+    Effects,
+    check_actor_name,
+    check_in_process_placement,
+    describe_exception,
+)
+from gliding_actors.runtime._future import BaseFuture, wait_bound
 from gliding_actors.runtime._interface import Behaviour, Message
 
 __all__ = ["Channel", "LogEntry", "SimFuture", "Simulator"]
@@ -320,6 +326,7 @@ class Simulator:
         """Deliver messages (and, when quiescent, fire timers due within ``timeout``
         virtual seconds) until ``condition()`` holds; ``Timeout`` otherwise."""
         limit = self._ask_timeout_s if timeout is None else timeout
+        wait_bound(limit)  # InvalidInput for a bad timeout; inf: any timer may fire
         deadline = self._clock.now() + limit
         steps = 0
         while not condition():

@@ -244,3 +244,43 @@ def test_system_topics_are_open_to_agents_no_more(topic: str) -> None:
         assert da.messages(topic) == []
         assert pa.search("search")["iris"] == ["plan:p1"]
         assert da.context("search", 500)["tokens"] > 0
+
+
+def _deep_dict(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def test_untyped_errors_from_public_methods_are_typed_and_change_nothing() -> None:
+    """Each call that raised TypeError, OverflowError, UnicodeEncodeError or RecursionError is a
+    typed refusal now; ``inf`` waits without limit, as documented."""
+    import math
+
+    with MemorySystem.open(runtime="threads") as memory:
+        pa = memory.agent("pa", "PA")
+        board = memory.board.holders()
+        refused: list[Any] = [
+            lambda: pa.write("plan:p", {"n": 1}, tags=5),  # type: ignore[arg-type]
+            lambda: pa.lock("r", timeout_s="1"),  # type: ignore[arg-type]
+            lambda: pa.create_task("task:t", depends_on=5),  # type: ignore[arg-type]
+            lambda: pa.attach_to_task("task:t", 5),  # type: ignore[arg-type]
+            lambda: pa.read(_deep_dict(10_000)),  # type: ignore[arg-type]
+            lambda: pa.read("plan:p", timeout=-1.0),
+            lambda: pa.read("plan:p", timeout=float("nan")),
+            lambda: memory.agent("\ud800", "DA"),
+            lambda: memory.agent("\x00", "DA"),
+            lambda: memory.agent("da", ["DA"]),  # type: ignore[arg-type]
+            lambda: pa.publish("\ud800", {}),
+        ]
+        for call in refused:
+            with pytest.raises(InvalidInput):
+                call()
+        assert memory.board.holders() == board  # a refused agent id made no cache
+        assert sorted(memory.agents()) == ["pa"]
+        assert memory.team() == {"pa": memory.team()["pa"]}
+        # inf: no limit (docs/L2.md), never an OverflowError
+        assert pa.lock("r", timeout_s=math.inf, timeout=math.inf) is not None
+        pa.write("plan:p", {"n": 1}, timeout=math.inf)
+        assert pa.read("plan:p", timeout=math.inf)["value"] == {"n": 1}
