@@ -25,6 +25,7 @@ __all__ = [
     "check_graph",
     "check_iri",
     "check_object",
+    "check_size",
     "check_storable",
     "check_tags",
     "check_topic",
@@ -132,6 +133,12 @@ def check_storable(iri: str, value: dict[str, Any], max_bytes: int) -> None:
             path=("value",),
         )
 
+
+def check_size(value: dict[str, Any], what: str, max_bytes: int) -> None:
+    """Refuse ``value`` when its JSON is over ``max_bytes`` (``l0.max_node_bytes``: it becomes a node)."""
+    size = len(canonical(value))
+    if size > max_bytes:
+        raise InvalidInput(f"{what} is {size} bytes of JSON; the limit (l0.max_node_bytes) is {max_bytes}")
 
 
 def check_graph(graph: object) -> str | None:

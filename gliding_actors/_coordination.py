@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gliding_actors._agent_ports import AgentPorts
-from gliding_actors._checks import check_iri, check_object, check_topic
+from gliding_actors._checks import check_iri, check_object, check_size, check_topic
 from gliding_actors._operation import Call, Tracer, operation, same
 from gliding_actors._results import layers_of, nothing, ready_of, seq_of, token_of
 from gliding_actors.bus import BUS_ACTOR, HISTORY_GRAPH, SYSTEM_TOPICS
@@ -201,20 +201,17 @@ class CoordinationOps:
         and it is kept in L2 (graph ``shared``) for late readers:
         :meth:`messages`, or SPARQL over ``ga:Message`` nodes.
         """
-        request = {
-            "type": "publish",
-            "topic": check_topic(topic),
-            "message": check_object(message, "a published message"),
-            "publisher": self._id,
-            "keep": True,
-        }
-        if request["topic"] in SYSTEM_TOPICS:
+        checked_topic = check_topic(topic)
+        checked = check_object(message, "a published message")
+        if checked_topic in SYSTEM_TOPICS:
             raise PermissionDenied(
-                f"{request['topic']!r} is a system topic: only the memory publishes on "
+                f"{checked_topic!r} is a system topic: only the memory publishes on "
                 f"{', '.join(sorted(SYSTEM_TOPICS))} (agents may subscribe)"
             )
-        # the message becomes a node of ``shared`` (the history late readers see)
+        # the message becomes a node of ``shared`` (the history late readers see), as big as a line may be
+        check_size(checked, "a published message", self._system.config.l0.max_node_bytes)
         self._system.permissions.check(self._role, HISTORY_GRAPH, "create")
+        request = {"type": "publish", "topic": checked_topic, "message": checked, "publisher": self._id, "keep": True}
         return Call(self._ask(BUS_ACTOR, request), seq_of, timeout)
 
     submit_publish = publish.submit

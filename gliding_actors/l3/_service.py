@@ -33,7 +33,8 @@ import pyoxigraph as ox
 from gliding_actors._ports import MemoryPorts
 from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.coherence._hosting import LINE_CHANGED, unpack_value
-from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput
+from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput, show
+from gliding_actors.l0 import is_valid_label
 from gliding_actors.l1._tokens import TokenCounter, get_counter
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR
 from gliding_actors.l2._board_requests import Agents, TaskMembers
@@ -80,20 +81,28 @@ VIEWS_ACTOR = "l3:views"
 _CHECK_GRAPH = ox.NamedNode(GRAPH_BASE + "l3")
 
 
+#: the largest token budget a projection takes (beyond any model's context; it must fit the wire's integers)
+MAX_BUDGET = 1_000_000_000
+
+
 def _check_task(task: object) -> str | None:
     if task is None:
         return None
-    if not isinstance(task, str) or not task or any(c.isspace() or ord(c) < 32 for c in task):
-        raise InvalidInput(f"a task id is a non-empty string without spaces, not {task!r}", path=("task",))
+    if not isinstance(task, str) or not is_valid_label(task) or any(c.isspace() for c in task):
+        raise InvalidInput(
+            f"a task id is a non-empty string without spaces, control characters or lone surrogates, not {show(task)}",
+            path=("task",),
+        )
     return task
 
 
 def _check_budget(max_tokens: object) -> int | None:
     if max_tokens is None:
         return None
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= MAX_BUDGET:
         raise InvalidInput(
-            f"max_tokens is an integer >= 1 (or none for no budget), not {max_tokens!r}", path=("max_tokens",)
+            f"max_tokens is an integer in [1, {MAX_BUDGET:,}] (or none for no budget), not {show(max_tokens)}",
+            path=("max_tokens",),
         )
     return max_tokens
 

@@ -284,3 +284,28 @@ def test_untyped_errors_from_public_methods_are_typed_and_change_nothing() -> No
         assert pa.lock("r", timeout_s=math.inf, timeout=math.inf) is not None
         pa.write("plan:p", {"n": 1}, timeout=math.inf)
         assert pa.read("plan:p", timeout=math.inf)["value"] == {"n": 1}
+
+
+def test_any_agent_can_stop_a_system_actor_for_good_no_more() -> None:
+    """Malformed input to L3 crashed its workers (a surrogate task id, a 2**70 budget); more than
+    the restart intensity stopped them for good. Each is a refusal now, and nothing crashes."""
+    with MemorySystem.open(runtime="threads") as memory:
+        da = memory.agent("da", "DA")
+        for _ in range(12):  # more than runtime.max_restarts (10) had any of them crashed an actor
+            for bad in (lambda: da.project(task="\ud800"), lambda: da.project(max_tokens=2**70)):
+                with pytest.raises(InvalidInput):
+                    bad()
+        crashed = {name: a["crashes"] for name, a in memory.supervision()["actors"].items() if a["crashes"]}
+        assert crashed == {}
+        assert da.project(max_tokens=500)["tokens"] <= 500
+
+
+def test_a_publish_over_the_node_size_cap_is_refused() -> None:
+    """Values are capped at l0.max_node_bytes; a published message (it becomes a node) was not."""
+    with MemorySystem.open(runtime="sim", config={"l0": {"max_node_bytes": 4096}}) as memory:
+        pa, ca = memory.agent("pa", "PA"), memory.agent("ca", "CA")
+        ca.subscribe("reviews")
+        with pytest.raises(InvalidInput, match="l0.max_node_bytes"):
+            pa.publish("reviews", {"text": "x" * 5000})
+        assert ca.inbox() == [] and pa.messages("reviews") == []
+        assert pa.publish("reviews", {"text": "x" * 100}) >= 1
