@@ -181,7 +181,13 @@ class CoordinationOps:
     @operation
     def subscribe(self, topic: str, *, timeout: float | None = None) -> Call[None, None]:
         """Receive, in this agent's inbox, every message later published on ``topic``."""
-        request = {"type": "subscribe", "topic": check_topic(topic), "subscriber": self._id, "mode": "mailbox"}
+        request = {
+            "type": "subscribe",
+            "topic": check_topic(topic),
+            "subscriber": self._id,
+            "mode": "mailbox",
+            "role": self._role,  # a scoped system topic shows this agent only what its role may read
+        }
         return Call(self._ask(BUS_ACTOR, request), nothing, timeout)
 
     submit_subscribe = subscribe.submit

@@ -387,7 +387,8 @@ class Agent(CoordinationOps):
         (default 0.5); ``supplement`` shields it from the hard-threshold
         phase; ``tokens`` overrides the counted cost (replaying recorded
         traces); ``cites`` names the lines the turn relied on (a later write
-        to one marks it stale). Returns ``{archive_iri, evicted, tokens,
+        to one marks it stale; each must be readable by this role, else
+        :class:`~gliding_actors.errors.PermissionDenied`). Returns ``{archive_iri, evicted, tokens,
         turn_tokens, seq, counter}``: ``tokens`` is the chain's total after
         eviction, ``counter`` the token counter that produced it.
         """
@@ -403,6 +404,8 @@ class Agent(CoordinationOps):
             embedding=embedding,
             line_graphs=self._line_graphs,
         )
+        for iri in request.get("cites", {}):  # a turn relies only on lines this role may read
+            self._check_may_read(iri)
         return Call(self._session_ask(request), same, timeout)
 
     submit_turn = turn.submit

@@ -58,7 +58,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -86,7 +86,7 @@ __all__ = [
 BUS_ACTOR = "bus"
 """The registered name of the bus actor in a :class:`~gliding_actors.MemorySystem`."""
 
-#: a line's write or delete completed: ``{iri, version, agent}`` (keyed by ``iri``)
+#: a line's write or delete completed: ``{iri, version, agent, graph}`` (keyed by ``iri``, scoped by ``graph``)
 LINE_CHANGED = "line.changed"
 #: a task finished, or became ready (the blackboard's task DAG)
 TASK_EVENTS = "task.events"
@@ -139,6 +139,8 @@ class BusState:
     wanted_by: dict[str, dict[str, dict[str, None]]] = dataclasses.field(default_factory=dict)
     #: keyed topics: topic -> key -> (newest version published, that event's message)
     newest: dict[str, dict[str, tuple[int, dict[str, Any]]]] = dataclasses.field(default_factory=dict)
+    #: an agent's mailbox subscriber -> its role (scoped topics show it only what its role may read)
+    roles: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _topic(message: dict[str, Any]) -> str:
@@ -151,7 +153,9 @@ def _topic(message: dict[str, Any]) -> str:
 class MemoryBus:
     """Behaviour of the bus actor. Messages (all plain dicts, key ``type``):
 
-    - ``subscribe`` ``{topic, subscriber, mode: "mailbox"|"push", keyed?: bool}`` → ``None``
+    - ``subscribe`` ``{topic, subscriber, mode: "mailbox"|"push", keyed?: bool, role?}`` → ``None``;
+      an agent's mailbox names its role: on a *scoped* topic (``scoped={"line.changed": "graph"}``)
+      it is shown only the events about graphs its role may read (``may_read(role, graph)``)
       (``keyed``: a push subscriber of a keyed topic, pushed only its keys' events)
     - ``interest`` ``{topic, subscriber, add?: {key: version seen}, remove?: [key]}`` → ``None``
     - ``unsubscribe`` ``{topic, subscriber}`` → ``None``
@@ -182,12 +186,17 @@ class MemoryBus:
         graph_lock: threading.Lock | None = None,
         state: BusState | None = None,
         keyed: Mapping[str, tuple[str, str]] | None = None,
+        scoped: Mapping[str, str] | None = None,
+        may_read: Callable[[str, str], bool] | None = None,
     ) -> None:
         rebuilt = state is not None and (state.seq > 0 or bool(state.subscribers))
         self.state = state if state is not None else BusState()
         self._subscribers = self.state.subscribers
         self._mailboxes = self.state.mailboxes
         self._keyed = dict(keyed or {})
+        #: scoped topics: topic -> the message field naming the graph an event is about
+        self._scoped = dict(scoped or {})
+        self._may_read = may_read
         self._graph = graph
         self._graph_lock = graph_lock if graph_lock is not None else threading.Lock()
         #: topic -> seqs of its kept messages, ascending
@@ -267,6 +276,20 @@ class MemoryBus:
         self._subscribers.setdefault(topic, {})[subscriber] = mode
         if mode == "mailbox":
             self._mailboxes.setdefault(subscriber, [])
+        role = message.get("role")
+        if role is not None:
+            if not isinstance(role, str) or mode != "mailbox":
+                raise InvalidInput(f"subscribe: role is an agent's role (for a mailbox), not {role!r}")
+            self.state.roles[subscriber] = role
+
+    def _shown(self, topic: str, subscriber: str, body: dict[str, Any]) -> bool:
+        """Whether ``subscriber`` may see an event of ``topic`` (a scoped topic: only its role's graphs)."""
+        field = self._scoped.get(topic)
+        role = self.state.roles.get(subscriber)
+        if field is None or role is None:
+            return True
+        graph = body.get(field)
+        return isinstance(graph, str) and self._may_read is not None and self._may_read(role, graph)
 
     def _interest(self, message: dict[str, Any], ctx: Context) -> None:
         """Add and remove a keyed subscriber's keys; an added key already newer than seen is pushed now."""
@@ -332,7 +355,7 @@ class MemoryBus:
         keyed = self.state.interests.get(topic, {})
         delivered = 0
         for subscriber, mode in subscribers.items():
-            if subscriber in keyed:
+            if subscriber in keyed or not self._shown(topic, subscriber, body):
                 continue
             if mode == "push":
                 ctx.send(subscriber, event)

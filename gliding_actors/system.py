@@ -183,8 +183,18 @@ class MemorySystem(CrashOps):
             bus_state = BusState()
             # line.changed is keyed by line: an L1 session hears only of the lines its turns cite
             keyed = {LINE_CHANGED: ("iri", "version")}
+            # and an agent subscribed to it is told only of lines its role may read
+            scoped = {LINE_CHANGED: "graph"}
+            permissions = self.permissions
+
+            def may_read(role: str, graph: str) -> bool:
+                return permissions.allowed(role, graph, "read")
+
             self.spawn_supervised(
-                BUS_ACTOR, lambda: MemoryBus(self.graph, self._graph_lock, bus_state, keyed=keyed)
+                BUS_ACTOR,
+                lambda: MemoryBus(
+                    self.graph, self._graph_lock, bus_state, keyed=keyed, scoped=scoped, may_read=may_read
+                ),
             )
             agents_config = config.agents
             #: the blackboard's tasks, agents and locks (outlive its actor; stats() reads them)

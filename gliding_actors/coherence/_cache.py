@@ -191,6 +191,12 @@ class CacheController:
         state = S if line.state in (SM_AD, SM_A) else line.state
         return (state, line.value, line.version)
 
+    def graph_of(self, iri: str) -> str | None:
+        """The named graph of this cache's copy of ``iri`` (None: not known here)."""
+        line = self._lines.get(iri)
+        graph = None if line is None or not line.meta else line.meta.get("graph")
+        return graph if isinstance(graph, str) else None
+
     def state(self, iri: str) -> str:
         """The line's protocol state, transient names included (I if absent)."""
         line = self._lines.get(iri)

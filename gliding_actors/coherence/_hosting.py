@@ -278,7 +278,13 @@ class CacheActor:
                 if "policy" in result:
                     self._tally.count_write(str(result["policy"]))
                 if "policy" in result and iri_done is not None:  # a write or delete completed
-                    event = {"iri": iri_done, "version": result["version"], "agent": self.agent}
+                    event = {
+                        "iri": iri_done,
+                        "version": result["version"],
+                        "agent": self.agent,
+                        # the bus shows the event only to agents whose role may read this graph
+                        "graph": self.controller.graph_of(iri_done),
+                    }
                     ctx.send(
                         BUS_ACTOR,
                         {"type": "publish", "topic": LINE_CHANGED, "message": event, "publisher": self.agent},

@@ -218,9 +218,9 @@ def test_every_completed_write_is_announced_on_the_bus(memory: MemorySystem) -> 
     # Events from different writers travel on different channels, so the bus may
     # see them out of version order; listeners order by version.
     assert sorted(events, key=lambda e: e["version"]) == [
-        {"iri": "plan:w", "version": 1, "agent": "pa"},
-        {"iri": "plan:w", "version": 2, "agent": "da"},
-        {"iri": "plan:w", "version": 3, "agent": "pa"},
+        {"iri": "plan:w", "version": 1, "agent": "pa", "graph": "shared"},
+        {"iri": "plan:w", "version": 2, "agent": "da", "graph": "shared"},
+        {"iri": "plan:w", "version": 3, "agent": "pa", "graph": "shared"},  # a tombstone stays in its graph
     ]
 
 

@@ -309,3 +309,25 @@ def test_a_publish_over_the_node_size_cap_is_refused() -> None:
             pa.publish("reviews", {"text": "x" * 5000})
         assert ca.inbox() == [] and pa.messages("reviews") == []
         assert pa.publish("reviews", {"text": "x" * 100}) >= 1
+
+
+def test_metadata_of_unreadable_graphs_leaks_no_more() -> None:
+    """A DA subscribed to line.changed heard of CA's review lines (their IRIs, versions, writer), and
+    a turn could cite a review line to learn when it changed. The bus now shows an agent only the
+    events of graphs its role may read, and a turn may cite only readable lines."""
+    from gliding_actors import PermissionDenied
+
+    with MemorySystem.open(runtime="sim") as memory:
+        ca, da = memory.agent("ca", "CA"), memory.agent("da", "DA")
+        aa = memory.agent("aa", "AA")  # AA reads every graph
+        da.subscribe("line.changed")
+        aa.subscribe("line.changed")
+        ca.write("review:reject-pr-42-for-fraud", {"verdict": "reject"}, graph="review")
+        ca.write("plan:p1", {"goal": "ship"})
+        memory.quiesce()
+        heard = [event["message"]["iri"] for event in da.inbox()]
+        assert heard == ["plan:p1"]
+        assert [event["message"]["iri"] for event in aa.inbox()] == ["review:reject-pr-42-for-fraud", "plan:p1"]
+        with pytest.raises(PermissionDenied):
+            da.turn("checked the review", cites=["review:reject-pr-42-for-fraud"])
+        assert da.session()["turns"] == []  # the refusal changed nothing
