@@ -4,11 +4,11 @@ Every JSON-LD node ever written, addressed by IRI, with tag / named-graph /
 type / importance indexes, in LevelDB. Upper layers pull details from it by
 IRI; it is never shown to an LLM directly. See ``docs/L0.md``.
 
-:class:`L0Store` is the plain store (the logic, usable from any thread for
-reads); :class:`L0Actor` hosts one on the actor runtime as the single writer.
+:class:`L0Store` is the store and the one owner of its files: every writer
+of the memory calls the same instance, which orders them itself, and readers
+use it from any thread.
 """
 
-from gliding_actors.l0._actor import L0Actor
 from gliding_actors.l0._entry import MESI_STATES, L0Entry
 from gliding_actors.l0._keys import FORMAT_VERSION, SHARDS_DIR, is_valid_iri, is_valid_label
 from gliding_actors.l0._store import UNSET, L0Store
@@ -18,7 +18,6 @@ __all__ = [
     "MESI_STATES",
     "SHARDS_DIR",
     "UNSET",
-    "L0Actor",
     "L0Entry",
     "L0Store",
     "is_valid_iri",

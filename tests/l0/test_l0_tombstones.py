@@ -14,8 +14,7 @@ import pytest
 from gliding_actors.clock import VirtualClock
 from gliding_actors.config import Config, L0Config
 from gliding_actors.errors import ConfigError, ConflictError, InvalidInput
-from gliding_actors.l0 import FORMAT_VERSION, L0Actor, L0Entry, L0Store
-from gliding_actors.runtime import Runtime
+from gliding_actors.l0 import FORMAT_VERSION, L0Entry, L0Store
 
 IRI = "task:auth-refactor"
 TOMB = b"d:" + IRI.encode()
@@ -198,16 +197,6 @@ def test_delete_graph_leaves_tombstones(store: L0Store) -> None:
     assert store.retrieve_version("task:c") == 1
     assert store.store(L0Entry("task:b", {"v": 2}, named_graph="plan")).version == 7
     assert store.verify() == []
-
-
-def test_the_actor_deletes_with_a_version_and_reports_versions(
-    store: L0Store, runtime: Runtime
-) -> None:
-    ref = runtime.spawn("l0-tomb", lambda: L0Actor(store))
-    store.store(L0Entry(IRI, {"v": 1}))
-    assert ref.ask({"type": "l0.delete", "iri": IRI, "version": 4}).get(5.0) is True
-    assert ref.ask({"type": "l0.version", "iri": IRI}).get(5.0) == 4
-    assert ref.ask({"type": "l0.version", "iri": "task:never"}).get(5.0) == 0
 
 
 # -- verify and format ------------------------------------------------------------
