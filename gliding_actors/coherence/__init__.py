@@ -23,7 +23,7 @@ docs/COHERENCE.md has the state tables, message flows and counts.
 """
 
 from gliding_actors.coherence._cache import CacheController
-from gliding_actors.coherence._directory import DictHome, DirectoryController, Home
+from gliding_actors.coherence._directory import DirectoryController, Home
 from gliding_actors.coherence._messages import CLIENT, Msg, directory_shard
 from gliding_actors.coherence._states import CACHE_STABLE, CACHE_STATES, DIR_STATES, ProtocolError
 
@@ -33,7 +33,6 @@ __all__ = [
     "CLIENT",
     "DIR_STATES",
     "CacheController",
-    "DictHome",
     "DirectoryController",
     "Home",
     "Msg",

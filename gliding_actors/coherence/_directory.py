@@ -34,7 +34,7 @@ from gliding_actors.coherence import _messages as m
 from gliding_actors.coherence._messages import Meta, Msg, Value
 from gliding_actors.coherence._states import D_EM, D_I, D_S, D_SD, DIR_STATES, ProtocolError
 
-__all__ = ["DictHome", "DirectoryController", "Home"]
+__all__ = ["DirectoryController", "Home"]
 
 Out = list[tuple[str, Msg]]
 
@@ -67,45 +67,6 @@ class Home(Protocol):
         a durable store.
         """
         ...
-
-
-class DictHome:
-    """An in-memory :class:`Home` for tests: ``l2`` is what home holds, ``l0`` what is durable."""
-
-    def __init__(self) -> None:
-        self.l2: dict[str, tuple[Value, int]] = {}
-        self.l0: dict[str, tuple[Value, int]] = {}
-        self.meta: dict[str, Meta] = {}
-        self.stores = 0
-
-    def load(self, iri: str) -> tuple[Value, int]:
-        return self.l2.get(iri, (None, 0))
-
-    def meta_of(self, iri: str) -> Meta:
-        return self.meta.get(iri)
-
-    def store(self, iri: str, value: Value, version: int, durable: bool, meta: Meta) -> None:
-        old = self.l2.get(iri, (None, 0))[1]
-        if version < old:
-            raise AssertionError(f"home version of {iri} would go back from {old} to {version}")
-        self.l2[iri] = (value, version)
-        self.meta[iri] = meta
-        if durable:
-            self.l0[iri] = (value, version)
-        self.stores += 1
-
-    def snapshot(self) -> Msg:
-        """Canonical plain data of the contents (for the exhaustive checker)."""
-        return {
-            "l2": [[k, *self.l2[k]] for k in sorted(self.l2)],
-            "l0": [[k, *self.l0[k]] for k in sorted(self.l0)],
-            "meta": [[k, self.meta[k]] for k in sorted(self.meta)],
-        }
-
-    def restore(self, snap: Msg) -> None:
-        self.l2 = {k: (v, n) for k, v, n in snap["l2"]}
-        self.l0 = {k: (v, n) for k, v, n in snap["l0"]}
-        self.meta = {k: meta for k, meta in snap["meta"]}
 
 
 @dataclasses.dataclass
@@ -194,10 +155,6 @@ class DirectoryController:
     def lines(self) -> list[str]:
         """IRIs this directory currently tracks (not I, or with requests waiting), sorted."""
         return sorted(self._lines)
-
-    def dirty_candidates(self) -> list[str]:
-        """IRIs whose latest data may not be home (EM or S_D), sorted."""
-        return sorted(k for k, ln in self._lines.items() if ln.state in (D_EM, D_SD))
 
     def snapshot(self) -> Msg:
         """The whole controller state as canonical plain data (not the home's contents)."""

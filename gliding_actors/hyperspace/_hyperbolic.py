@@ -39,35 +39,6 @@ def poincare_distance(x: npt.ArrayLike, y: npt.ArrayLike) -> _FloatArray:
     return out
 
 
-def _pair_grads(x: _FloatArray, y: _FloatArray) -> tuple[_FloatArray, _FloatArray, _FloatArray]:
-    """Distances and their Euclidean gradients for rows ``x[..., :]``,
-    ``y[..., :]`` of equal shape (the paper's eq. 4, symmetric in x and y).
-
-    ``∂d/∂x = 4 / (β √(γ²−1)) · ((‖y‖² − 2⟨x,y⟩ + 1)/α² · x − y/α)`` with
-    ``α = 1−‖x‖²``, ``β = 1−‖y‖²``, ``γ = 1 + 2‖x−y‖²/(αβ)``. At ``x = y``
-    the bracket is exactly zero, and the clamped root keeps it 0, not NaN.
-    """
-    xx = np.einsum("...i,...i->...", x, x)
-    yy = np.einsum("...i,...i->...", y, y)
-    xy = np.einsum("...i,...i->...", x, y)
-    alpha = 1.0 - xx
-    beta = 1.0 - yy
-    sq = np.maximum(xx + yy - 2.0 * xy, 0.0)
-    delta = 2.0 * sq / (alpha * beta)
-    dist = np.log1p(delta + np.sqrt(delta * (delta + 2.0)))
-    # γ² − 1 = δ(δ + 2)
-    root = np.sqrt(np.maximum(delta * (delta + 2.0), 1e-30))
-    scale_x = 4.0 / (beta * root)
-    scale_y = 4.0 / (alpha * root)
-    gx = scale_x[..., None] * (
-        ((yy - 2.0 * xy + 1.0) / (alpha * alpha))[..., None] * x - (1.0 / alpha)[..., None] * y
-    )
-    gy = scale_y[..., None] * (
-        ((xx - 2.0 * xy + 1.0) / (beta * beta))[..., None] * y - (1.0 / beta)[..., None] * x
-    )
-    return dist, gx, gy
-
-
 # --- evaluation ----------------------------------------------------------------------------
 
 

@@ -110,12 +110,6 @@ class ViewCache:
             self.changes += 1
             return True
 
-    def touch_links(self, iris: Iterable[str]) -> None:
-        """Record that a line now links to each of ``iris`` (O(len(iris)))."""
-        with self._lock:
-            self._epoch += 1
-            self._bump_links(iris, self._epoch)
-
     def _bump_links(self, iris: Iterable[str], epoch: int) -> None:
         """Mark ``iris`` as linked to as of ``epoch`` — the epoch of the change
         that made the link, not of the moment it was found: a view stamped

@@ -271,28 +271,6 @@ class LocalRayCluster:
         """Each node's Ray node id (hex), in node order (index 0 is the head)."""
         return [node.node_id for node in self._nodes]
 
-    def pids(self) -> list[int]:
-        """Every process id this cluster started or saw in its nodes, sorted.
-
-        Rescans /proc first, so worker processes Ray started for a driver since
-        the last call are included.
-        """
-        self._rescan()
-        with self._lock:
-            return sorted({pid for node in self._nodes for pid in node.seen})
-
-    def node_pids(self, index: int) -> list[int]:
-        """The process ids recorded for node ``index``."""
-        node = self._node(index)
-        self._scan(node)
-        return sorted(node.seen)
-
-    def alive_pids(self) -> list[int]:
-        """The recorded processes still running (the same process: pid and start time)."""
-        with self._lock:
-            recorded = [(pid, start) for node in self._nodes for pid, start in node.seen.items()]
-        return sorted(pid for pid, start in recorded if _running(pid, start))
-
     def log_tail(self, index: int, lines: int = 40) -> str:
         """The end of node ``index``'s ``ray start`` output (for error messages)."""
         node = self._node(index)
@@ -300,22 +278,6 @@ class LocalRayCluster:
             return "\n".join(node.log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
-
-    def kill_node(self, index: int) -> None:
-        """SIGKILL every Ray process of node ``index`` at once: a machine losing
-        power, for recovery tests. The launcher then reaps them and exits; the
-        node's process group gets SIGKILL for anything left.
-        """
-        node = self._node(index)
-        self._scan(node)
-        with self._lock:
-            if node.killed or node.stopped:
-                return
-            node.killed = True
-        for pid, start in list(node.seen.items()):
-            if pid != node.proc.pid:
-                self._signal(pid, start, signal.SIGKILL)
-        self._finish(node)
 
     # -- internals -----------------------------------------------------------------
     def _node(self, index: int) -> _Node:

@@ -19,10 +19,11 @@ from collections import deque
 from typing import Any
 
 import msgpack
+from dict_home import DictHome
 from mutants import cache_controller, directory_controller
 
-from gliding_actors.coherence import DictHome, directory_shard
 from gliding_actors.coherence import _messages as m
+from gliding_actors.coherence import directory_shard
 from gliding_actors.coherence._states import CACHE_STABLE, READABLE
 
 CRITICAL = "critical"

@@ -7,11 +7,11 @@ from typing import Any
 import msgpack
 import pytest
 from coherence_harness import CRITICAL, Net
+from dict_home import DictHome
 
 from gliding_actors.coherence import (
     CLIENT,
     CacheController,
-    DictHome,
     DirectoryController,
     ProtocolError,
     directory_shard,

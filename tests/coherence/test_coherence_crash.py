@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from dict_home import DictHome
 
 from gliding_actors import ActorUnavailable, InvalidInput, MemorySystem
 from gliding_actors.clock import VirtualClock
 from gliding_actors.coherence import _messages as m
-from gliding_actors.coherence._directory import DictHome, DirectoryController
+from gliding_actors.coherence._directory import DirectoryController
 from gliding_actors.coherence._states import ProtocolError
 from gliding_actors.runtime import BACKENDS, Simulator
 

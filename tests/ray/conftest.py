@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from cluster_rig import RigCluster
 
 from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection, connect
 
@@ -22,7 +23,7 @@ from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection, 
 def ray_cluster() -> Iterator[LocalRayCluster]:
     """Two Ray nodes (head + one) for one test module, stopped by pid after it."""
     pytest.importorskip("ray")
-    with LocalRayCluster(nodes=2, cpus_per_node=1, timeout_s=120.0) as cluster:
+    with RigCluster(nodes=2, cpus_per_node=1, timeout_s=120.0) as cluster:
         yield cluster
 
 

@@ -19,10 +19,11 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from cluster_rig import RigCluster
+
 from gliding_actors import ActorUnavailable, MemorySystem
 from gliding_actors.errors import GlidingError
 from gliding_actors.runtime._ray import RayRuntime
-from gliding_actors.runtime._ray_cluster import LocalRayCluster
 
 pytestmark = pytest.mark.ray
 
@@ -39,7 +40,7 @@ def test_losing_a_node_mid_run_keeps_the_reliability_contract(tmp_path: Path) ->
     """Node 1 (one directory shard) dies while two agents write. Callers get typed
     errors within seconds, not hangs; every completed write-through write and
     every flushed line is there when the memory is reopened on the survivor."""
-    with LocalRayCluster(nodes=2, cpus_per_node=1, timeout_s=120.0) as cluster:
+    with RigCluster(nodes=2, cpus_per_node=1, timeout_s=120.0) as cluster:
         memory = MemorySystem.open(
             tmp_path, {**TWO_SHARDS, "runtime": {"ask_timeout_s": 30.0}}, runtime="ray", address=cluster.address
         )

@@ -16,10 +16,11 @@ import pytest
 from gliding_actors import ActorUnavailable, InvalidInput, MemorySystem
 from gliding_actors.clock import VirtualClock
 from gliding_actors.coherence._cache import CacheController
-from gliding_actors.coherence._directory import DictHome, DirectoryController
+from gliding_actors.coherence._directory import DirectoryController
 from gliding_actors.errors import ActorCrashed
-from tools.reliability._faults import FaultPlan, _crashable, run_faults
 from gliding_actors.runtime import Simulator
+from tests.coherence.dict_home import DictHome
+from tools.reliability._faults import FaultPlan, _crashable, run_faults
 
 X = "plan:x"
 
