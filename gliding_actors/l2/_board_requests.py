@@ -200,49 +200,41 @@ def _seconds(message: dict[str, Any], key: str, kind: str) -> float:
     return float(value)
 
 
+def _integer(message: dict[str, Any], key: str, kind: str) -> int:
+    value = message.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{kind}: {key} is an integer, not {show(value)}", path=(key,))
+    return value
+
+
+#: how a field of each declared type is checked (the annotations of the request classes)
+_CHECKS = {
+    "str": _text,
+    "str | None": _text_or_none,
+    "str | None | _Keep": _text_or_none,
+    "tuple[str, ...]": _texts,
+    "float": _seconds,
+    "int": _integer,
+}
+
+
 def parse_request(message: object) -> BoardRequest:
-    """The typed request ``message`` is, or InvalidInput naming what is wrong (nothing is changed)."""
+    """The typed request ``message`` is, or InvalidInput naming what is wrong (nothing is changed).
+
+    Each field is checked by its declared type; a field left out takes its
+    default (``Heartbeat.operation``: :data:`KEEP`), and a field without one
+    is required.
+    """
     if not isinstance(message, dict):
         raise InvalidInput(f"blackboard requests are objects, not {type(message).__name__}")
     given = message.get("t")
     cls = _KINDS.get(given) if isinstance(given, str) else None
     if cls is None:
         raise InvalidInput(f"unknown blackboard request {show(given)}")
-    kind = cls.KIND
-    if cls is Register:
-        return Register(_text(message, "agent", kind), _text(message, "role", kind))
-    if cls is Heartbeat:
-        operation = _text_or_none(message, "operation", kind) if "operation" in message else KEEP
-        return Heartbeat(_text(message, "agent", kind), _text_or_none(message, "status", kind), operation)
-    if cls is Lock:
-        return Lock(
-            _text(message, "agent", kind),
-            _text(message, "resource", kind),
-            _text(message, "mode", kind),
-            _seconds(message, "timeout_s", kind),
-        )
-    if cls is Unlock:
-        return Unlock(_text(message, "agent", kind), _text(message, "resource", kind))
-    if cls is Fence:
-        token = message.get("token")
-        if isinstance(token, bool) or not isinstance(token, int):
-            raise InvalidInput(f"fence: token is an integer, not {show(token)}", path=("token",))
-        return Fence(_text(message, "resource", kind), token)
-    if cls is TaskCreate:
-        return TaskCreate(
-            _text(message, "task", kind), _text_or_none(message, "parent", kind), _texts(message, "depends_on", kind)
-        )
-    if cls is TaskDepend:
-        return TaskDepend(_text(message, "task", kind), _text(message, "on", kind))
-    if cls is TaskLayers:
-        return TaskLayers(_text_or_none(message, "task", kind))
-    if cls is TaskAttach:
-        return TaskAttach(_text(message, "task", kind), _texts(message, "iris", kind))
-    if cls in (TaskScope, TaskComplete):
-        status = message.get("status", "completed")
-        if not isinstance(status, str):
-            raise InvalidInput(f"{kind}: status is a string, not {show(status)}", path=("status",))
-        return (TaskScope if cls is TaskScope else TaskComplete)(_text(message, "task", kind), status)
-    if cls is TaskMembers:
-        return TaskMembers(_text(message, "task", kind))
-    return Agents() if cls is Agents else Tick()
+    values = {
+        field.name: _CHECKS[str(field.type)](message, field.name, cls.KIND)
+        for field in dataclasses.fields(cls)
+        if field.name in message or field.default is dataclasses.MISSING
+    }
+    request: BoardRequest = cls(**values)  # type: ignore[assignment]
+    return request
