@@ -1,6 +1,7 @@
 """gliding_actors: a CPU-cache-style memory for teams of LLM agents, built on actors."""
 
-from gliding_actors.agent import ROLES, Agent
+from gliding_actors._version import __version__
+from gliding_actors.agent import ROLES, Agent, AsyncAgent
 from gliding_actors.clock import Clock, SystemClock, VirtualClock
 from gliding_actors.config import Config
 from gliding_actors.errors import (
@@ -20,10 +21,7 @@ from gliding_actors.errors import (
     StorageError,
     Timeout,
 )
-
 from gliding_actors.system import MemorySystem
-from gliding_actors.agent import AsyncAgent
-from gliding_actors._version import __version__
 
 __all__ = [
     "ActorCrashed",

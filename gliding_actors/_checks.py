@@ -42,11 +42,11 @@ def check_iri(iri: object) -> str:
         # directory answered nothing ever again (fuzzing found it).
         ox.NamedNode(iri)
     except ValueError as exc:
-        raise InvalidInput(f"not a valid IRI: {iri!r} ({exc})") from None
+        raise InvalidInput(f"not a valid IRI: {show(iri)} ({exc})") from None
     if iri.startswith(MESSAGE_IRI_PREFIX):  # the bus's kept messages are immutable nodes, not lines
-        raise InvalidInput(f"{iri!r} is a published message (read it with messages()), not a line")
+        raise InvalidInput(f"{show(iri)} is a published message (read it with messages()), not a line")
     if iri.startswith(ARCHIVE_PREFIX):  # L1's archived turns and sessions are immutable L0 nodes, not lines
-        raise InvalidInput(f"{iri!r} is an L1 session archive (read it with reload()), not a line")
+        raise InvalidInput(f"{show(iri)} is an L1 session archive (read it with reload()), not a line")
     return iri
 
 
@@ -120,7 +120,7 @@ def check_storable(iri: str, value: dict[str, Any], max_bytes: int) -> None:
     """
     if "@id" in value and value["@id"] != iri:
         raise InvalidInput(
-            f"a line's top-level @id must be the line's own IRI {iri!r} (or absent), not {value['@id']!r}",
+            f"a line's top-level @id must be the line's own IRI {show(iri)} (or absent), not {show(value['@id'])}",
             path=("value", "@id"),
         )
     try:

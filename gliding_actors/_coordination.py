@@ -96,7 +96,7 @@ class CoordinationOps:
         parsed = parse_request(request)  # InvalidInput before anything is sent
         if type(parsed) not in TASK_REQUESTS:
             kinds = ", ".join(sorted(kind.KIND for kind in TASK_REQUESTS))
-            raise InvalidInput(f"submit_task takes a task-DAG request ({kinds}), not {parsed.KIND!r}")
+            raise InvalidInput(f"submit_task takes a task-DAG request ({kinds}), not {show(parsed.KIND)}")
         if isinstance(parsed, TaskComplete):
             return self.submit_complete_task(parsed.task, parsed.status)
         return self._board_ask(parsed.message())
@@ -246,9 +246,9 @@ class CoordinationOps:
         last ``seq`` seen.
         """
         if isinstance(since_seq, bool) or not isinstance(since_seq, int) or since_seq < 0:
-            raise InvalidInput(f"since_seq is an integer >= 0, not {since_seq!r}")
+            raise InvalidInput(f"since_seq is an integer >= 0, not {show(since_seq)}")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise InvalidInput(f"limit is an integer >= 0 or None, not {limit!r}")
+            raise InvalidInput(f"limit is an integer >= 0 or None, not {show(limit)}")
         request = {"type": "history", "topic": check_topic(topic), "since_seq": since_seq, "limit": limit}
         self._system.permissions.check(self._role, HISTORY_GRAPH, "read")
         return Call(self._ask(BUS_ACTOR, request), same, timeout)

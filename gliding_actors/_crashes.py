@@ -19,7 +19,7 @@ from gliding_actors.coherence._home import DEFAULT_GRAPH, LayeredHome
 from gliding_actors.coherence._hosting import SnapshotBoard, cache_name
 from gliding_actors.config import Config
 from gliding_actors.context._service import PREFETCH_ACTOR, SCHEDULER_ACTOR
-from gliding_actors.errors import ActorCrashed, ActorUnavailable, InvalidInput
+from gliding_actors.errors import ActorCrashed, ActorUnavailable, InvalidInput, show
 from gliding_actors.hyperspace._service import HYPERSPACE_ACTOR
 from gliding_actors.l0 import L0Store
 from gliding_actors.l1 import session_actor_name
@@ -123,11 +123,11 @@ class CrashOps:
         if self._closed:
             raise ActorUnavailable("the memory system is closed")
         if not isinstance(target, str):
-            raise InvalidInput(f"a crash target is a string, not {target!r}")
+            raise InvalidInput(f"a crash target is a string, not {show(target)}")
         if target.startswith("agent:"):
             agent_id = target.removeprefix("agent:")
             if agent_id not in self.agents():
-                raise InvalidInput(f"crash: no agent {agent_id!r} (agents: {', '.join(sorted(self.agents()))})")
+                raise InvalidInput(f"crash: no agent {show(agent_id)} (agents: {', '.join(sorted(self.agents()))})")
             victims = [cache_name(agent_id)]
         elif target == "directory":
             victims = list(self.directories)
@@ -166,7 +166,7 @@ class CrashOps:
         if target.startswith("l1:"):
             agent_id = target.removeprefix("l1:")
             if agent_id not in self.agents():
-                raise InvalidInput(f"crash: no agent {agent_id!r} (agents: {', '.join(sorted(self.agents()))})")
+                raise InvalidInput(f"crash: no agent {show(agent_id)} (agents: {', '.join(sorted(self.agents()))})")
             return [session_actor_name(agent_id)]
         named = {
             "bus": [BUS_ACTOR],
@@ -181,7 +181,7 @@ class CrashOps:
         victims = named.get(target)
         if victims is None:
             raise InvalidInput(
-                f"crash target {target!r}: this build crashes 'agent:ID', 'l1:ID', 'directory', one of "
+                f"crash target {show(target)}: this build crashes 'agent:ID', 'l1:ID', 'directory', one of "
                 f"{', '.join(self.directories)}, {', '.join(repr(n) for n in named)} here, "
                 "and a whole process with crash_process() ('l0' and 'l2' are stores, not actors: they die with the process)"
             )

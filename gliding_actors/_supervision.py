@@ -48,7 +48,7 @@ from typing import Any
 
 from gliding_actors.bus import ACTOR_CRASHED, BUS_ACTOR
 from gliding_actors.clock import Clock
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.runtime import Behaviour, Context, InjectedCrash
 
 __all__ = [
@@ -119,9 +119,9 @@ class Supervision:
 
     def __init__(self, clock: Clock, *, max_restarts: int, window_s: float) -> None:
         if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
-            raise InvalidInput(f"max_restarts is an integer >= 0, not {max_restarts!r}")
+            raise InvalidInput(f"max_restarts is an integer >= 0, not {show(max_restarts)}")
         if isinstance(window_s, bool) or not isinstance(window_s, (int, float)) or not window_s > 0:
-            raise InvalidInput(f"window_s is a number > 0, not {window_s!r}")
+            raise InvalidInput(f"window_s is a number > 0, not {show(window_s)}")
         self._clock = clock
         self.max_restarts = max_restarts
         self.window_s = float(window_s)
@@ -322,5 +322,5 @@ class SupervisorActor:
             return None
         if message.get("t") == "records":
             return self._supervision.summary()
-        raise InvalidInput(f"unknown supervisor request {message!r}")
+        raise InvalidInput(f"unknown supervisor request {show(message)}")
 

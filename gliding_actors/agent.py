@@ -35,7 +35,7 @@ from gliding_actors._results import (
     version_of,
 )
 from gliding_actors.coherence._hosting import cache_name, unpack_value
-from gliding_actors.errors import InvalidInput, PermissionDenied
+from gliding_actors.errors import InvalidInput, PermissionDenied, show
 from gliding_actors.l1._actor import session_actor_name, turn_request
 from gliding_actors.l1._archive import reload_turn
 from gliding_actors.l1._session import check_embedding
@@ -304,7 +304,7 @@ class Agent(CoordinationOps):
     ) -> Call[WriteResult, WriteResult]:
         """Write only if the line is still at ``version``; ``ConflictError`` otherwise."""
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise InvalidInput(f"cas: version is an integer >= 0, not {version!r}")
+            raise InvalidInput(f"cas: version is an integer >= 0, not {show(version)}")
         request = self._write_request("cas", iri, value, tags, graph)
         request["version"] = version
         sent = self._recording(request["iri"], self._line_op(request["iri"], request), request["graph"])
@@ -452,7 +452,7 @@ class Agent(CoordinationOps):
             request["embedding"] = list(check_embedding(embedding, "a query embedding"))
         if text is not None:
             if not isinstance(text, str) or not text.strip():
-                raise InvalidInput(f"a query text is a non-empty string, not {text!r}")
+                raise InvalidInput(f"a query text is a non-empty string, not {show(text)}")
             request["text"] = text
         return Call(self._session_ask(request), evicted_of, timeout)
 
@@ -586,7 +586,7 @@ class AsyncAgent:
         runtime = agent.system.runtime
         if runtime.deterministic:
             raise InvalidInput(
-                f"the async API needs the threads runtime (or ray), not {runtime.kind!r}: on sim nothing moves "
+                f"the async API needs the threads runtime (or ray), not {show(runtime.kind)}: on sim nothing moves "
                 "unless a blocking call drives the simulator (use the blocking API or scenario replay there)"
             )
         self._agent = agent

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.runtime import Context
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class BusState:
 def _topic(message: dict[str, Any]) -> str:
     topic = message.get("topic")
     if not isinstance(topic, str) or not topic:
-        raise InvalidInput(f"a topic is a non-empty string, not {topic!r}")
+        raise InvalidInput(f"a topic is a non-empty string, not {show(topic)}")
     return topic
 
 
@@ -253,21 +253,21 @@ class MemoryBus:
             return events
         if kind == "history":
             return self._read_history(message)
-        raise InvalidInput(f"unknown bus message type {kind!r}")
+        raise InvalidInput(f"unknown bus message type {show(kind)}")
 
     def _subscribe(self, message: dict[str, Any]) -> None:
         topic = _topic(message)
         subscriber = message.get("subscriber")
         mode = message.get("mode", "mailbox")
         if not isinstance(subscriber, str) or not subscriber:
-            raise InvalidInput(f"a subscriber is a non-empty string, not {subscriber!r}")
+            raise InvalidInput(f"a subscriber is a non-empty string, not {show(subscriber)}")
         if mode not in ("mailbox", "push"):
-            raise InvalidInput(f"subscription mode is 'mailbox' or 'push', not {mode!r}")
+            raise InvalidInput(f"subscription mode is 'mailbox' or 'push', not {show(mode)}")
         keyed = message.get("keyed", False)
         if type(keyed) is not bool:
-            raise InvalidInput(f"subscribe: keyed is true or false, not {keyed!r}")
+            raise InvalidInput(f"subscribe: keyed is true or false, not {show(keyed)}")
         if keyed and (mode != "push" or topic not in self._keyed):
-            raise InvalidInput(f"only a push subscription of a keyed topic can be keyed ({topic!r}, {mode!r})")
+            raise InvalidInput(f"only a push subscription of a keyed topic can be keyed ({show(topic)}, {show(mode)})")
         if keyed:
             self.state.interests.setdefault(topic, {}).setdefault(subscriber, set())
         else:
@@ -279,7 +279,7 @@ class MemoryBus:
         role = message.get("role")
         if role is not None:
             if not isinstance(role, str) or mode != "mailbox":
-                raise InvalidInput(f"subscribe: role is an agent's role (for a mailbox), not {role!r}")
+                raise InvalidInput(f"subscribe: role is an agent's role (for a mailbox), not {show(role)}")
             self.state.roles[subscriber] = role
 
     def _shown(self, topic: str, subscriber: str, body: dict[str, Any]) -> bool:
@@ -297,7 +297,7 @@ class MemoryBus:
         subscriber = message.get("subscriber")
         keys = self.state.interests.get(topic, {}).get(subscriber) if isinstance(subscriber, str) else None
         if keys is None:
-            raise InvalidInput(f"interest: {subscriber!r} has no keyed subscription to {topic!r}")
+            raise InvalidInput(f"interest: {show(subscriber)} has no keyed subscription to {show(topic)}")
         add = message.get("add") or {}
         remove = message.get("remove") or []
         if not isinstance(add, Mapping) or not all(
@@ -336,10 +336,10 @@ class MemoryBus:
             raise InvalidInput(f"a published message is an object, not {type(body).__name__}")
         keep = message.get("keep", False)
         if type(keep) is not bool:
-            raise InvalidInput(f"publish: keep is true or false, not {keep!r}")
+            raise InvalidInput(f"publish: keep is true or false, not {show(keep)}")
         publisher = message.get("publisher")
         if publisher is not None and not isinstance(publisher, str):
-            raise InvalidInput(f"a publisher is an agent id or null, not {publisher!r}")
+            raise InvalidInput(f"a publisher is an agent id or null, not {show(publisher)}")
         seq = self.state.seq + 1
         if keep and self._graph is not None:
             self._keep(self._graph, seq, topic, publisher, ctx.clock.now(), body)  # raises having written nothing
@@ -399,9 +399,9 @@ class MemoryBus:
         since = message.get("since_seq", 0)
         limit = message.get("limit")
         if isinstance(since, bool) or not isinstance(since, int) or since < 0:
-            raise InvalidInput(f"since_seq is an integer >= 0, not {since!r}")
+            raise InvalidInput(f"since_seq is an integer >= 0, not {show(since)}")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise InvalidInput(f"limit is an integer >= 0 or null, not {limit!r}")
+            raise InvalidInput(f"limit is an integer >= 0 or null, not {show(limit)}")
         graph = self._graph
         if graph is None:
             return []

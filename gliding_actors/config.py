@@ -93,7 +93,10 @@ class L1Config:
 
 def _l1_counter(raw: Any, path: tuple[str, ...]) -> str:
     from gliding_actors.errors import InvalidInput
-    from gliding_actors.l1._tokens import COUNTERS, get_counter  # l1 imports l0, which imports this module
+    from gliding_actors.l1._tokens import (  # l1 imports l0, which imports this module
+        COUNTERS,
+        get_counter,
+    )
 
     if raw not in COUNTERS:
         raise ConfigError(f"{'.'.join(path)} must be one of {', '.join(COUNTERS)}, not {raw!r}", path=path)

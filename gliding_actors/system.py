@@ -268,7 +268,7 @@ class MemorySystem(CrashOps):
         else:
             raise InvalidInput(f"config must be a Config or a mapping, not {type(config).__name__}")
         if address is not None and runtime != "ray":
-            raise InvalidInput(f"address names a Ray cluster: it is for runtime='ray', not {runtime!r}")
+            raise InvalidInput(f"address names a Ray cluster: it is for runtime='ray', not {show(runtime)}")
         if runtime == "ray" and not (cfg.l0.sharded and cfg.l3.framers):
             # A shard on another node cannot reach this process's LevelDB, and
             # L3's pool reaches the nodes through its framers.
@@ -353,7 +353,7 @@ class MemorySystem(CrashOps):
             existing = self._agents.get(agent_id)
             if existing is not None:
                 if existing.role != role:
-                    raise InvalidInput(f"agent {agent_id!r} already has role {existing.role}, not {role}")
+                    raise InvalidInput(f"agent {show(agent_id)} already has role {existing.role}, not {role}")
                 return existing
             self._spawn_cache(agent_id)
             start_session(  # L1: the agent's summary chain
@@ -605,7 +605,7 @@ class MemorySystem(CrashOps):
     def submit_inspect(self, iri: str) -> Future[dict[str, Any]]:
         """Everything known about one line: directory, caches, L2 and L0 copies."""
         if not isinstance(iri, str) or not iri:
-            raise InvalidInput(f"an IRI is a non-empty string, not {iri!r}")
+            raise InvalidInput(f"an IRI is a non-empty string, not {show(iri)}")
         rt = self._runtime
         agents = sorted(self.agents())
         parts: list[Future[Any]] = [rt.lookup(self.directory_for(iri)).ask({"t": "inspect", "iri": iri})]
@@ -676,7 +676,7 @@ class MemorySystem(CrashOps):
             listed = list(iris)
             for iri in listed:  # checked before set(): a dict or list is unhashable (fuzzing found it)
                 if not isinstance(iri, str) or not iri:
-                    raise InvalidInput(f"flush: an IRI is a non-empty string, not {iri!r}")
+                    raise InvalidInput(f"flush: an IRI is a non-empty string, not {show(iri)}")
             for iri in sorted(set(listed)):
                 shard = scope.setdefault(self.directory_for(iri), [])
                 assert shard is not None

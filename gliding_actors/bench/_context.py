@@ -51,7 +51,7 @@ from gliding_actors.errors import InvalidInput
 from gliding_actors.hyperspace import BM25Index, EmbedderChain
 from gliding_actors.hyperspace._text import node_text, words
 from gliding_actors.l1._archive import SessionArchive
-from gliding_actors.l1._tokens import TokenCounter, get_counter
+from gliding_actors.l1._tokens import TokenCounter
 
 __all__ = [
     "BUDGETS",

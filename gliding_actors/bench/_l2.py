@@ -64,8 +64,8 @@ from typing import Any
 import pyoxigraph as ox
 
 from gliding_actors.agent import Agent
-from gliding_actors.errors import InvalidInput
 from gliding_actors.bench._baselines import raw_pykka_echo
+from gliding_actors.errors import InvalidInput
 from gliding_actors.system import MemorySystem
 
 __all__ = ["DIRTY", "QUERY", "run"]

@@ -14,8 +14,8 @@ import statistics
 import time
 from typing import Any
 
-from gliding_actors.runtime import Context, Simulator, ThreadsRuntime
 from gliding_actors.bench._baselines import raw_pykka_echo
+from gliding_actors.runtime import Context, Simulator, ThreadsRuntime
 
 __all__ = ["run"]
 

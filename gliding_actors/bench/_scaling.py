@@ -31,11 +31,11 @@ import tempfile
 import time
 from typing import Any
 
+from gliding_actors.bench._baselines import raw_pykka_echo, raw_ray_echo
 from gliding_actors.bench._workload import TeamMember, WorkloadSpec
 from gliding_actors.coherence._distributed import ShardRecipe
 from gliding_actors.coherence._hosting import cache_name
 from gliding_actors.runtime import Runtime, ThreadsRuntime
-from gliding_actors.bench._baselines import raw_pykka_echo, raw_ray_echo
 
 __all__ = ["SHARD_COUNTS", "run", "run_workload"]
 

@@ -59,8 +59,8 @@ from gliding_actors.agent import Agent
 from gliding_actors.bench._team_plots import IMG_DIR, write_plots
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import InvalidInput
-from gliding_actors.metrics._counters import percentile
 from gliding_actors.metrics import rss_mb
+from gliding_actors.metrics._counters import percentile
 from gliding_actors.system import MemorySystem
 
 __all__ = ["QUICK_SIZES", "ROLE_ORDER", "SIZES", "record_team", "role_cycle", "run", "run_size"]

@@ -55,7 +55,7 @@ from gliding_actors.coherence._states import (
     ProtocolError,
     S,
 )
-from gliding_actors.errors import ConflictError, InvalidInput
+from gliding_actors.errors import ConflictError, InvalidInput, show
 
 __all__ = ["CacheController"]
 
@@ -126,7 +126,7 @@ class CacheController:
         incarnation: int = 0,
     ) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise InvalidInput(f"cache capacity must be an integer >= 1, not {capacity!r}")
+            raise InvalidInput(f"cache capacity must be an integer >= 1, not {show(capacity)}")
         self.agent = agent
         if isinstance(directory_for, str):
             self._dir_name: str | None = directory_for
@@ -629,14 +629,14 @@ def _check_request(msg: Any) -> Msg:
     kind = msg.get("t")
     if kind not in m.CLIENT_KINDS:
         raise InvalidInput(
-            f"unknown client request {kind!r} (known: {', '.join(sorted(m.CLIENT_KINDS))})"
+            f"unknown client request {show(kind)} (known: {', '.join(sorted(m.CLIENT_KINDS))})"
         )
     iri = msg.get("iri")
     if not isinstance(iri, str) or not iri:
-        raise InvalidInput(f"{kind}: 'iri' must be a non-empty string, not {iri!r}", path=("iri",))
+        raise InvalidInput(f"{kind}: 'iri' must be a non-empty string, not {show(iri)}", path=("iri",))
     op = msg.get("op")
     if isinstance(op, bool) or not isinstance(op, int):
-        raise InvalidInput(f"{kind}: 'op' must be an integer, not {op!r}", path=("op",))
+        raise InvalidInput(f"{kind}: 'op' must be an integer, not {show(op)}", path=("op",))
     req: Msg = {"t": kind, "iri": iri, "op": op}
     if kind in (m.STORE, m.CAS):
         value = msg.get("value")
@@ -649,7 +649,7 @@ def _check_request(msg: Any) -> Msg:
         version = msg.get("version")
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise InvalidInput(
-                f"cas: 'version' must be an integer >= 0, not {version!r}", path=("version",)
+                f"cas: 'version' must be an integer >= 0, not {show(version)}", path=("version",)
             )
         req["version"] = version
     if kind in m.WRITE_KINDS:
@@ -657,13 +657,13 @@ def _check_request(msg: Any) -> Msg:
         if tags is not None:
             if not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) for t in tags):
                 raise InvalidInput(
-                    f"{kind}: 'tags' must be a list of strings, not {tags!r}", path=("tags",)
+                    f"{kind}: 'tags' must be a list of strings, not {show(tags)}", path=("tags",)
                 )
             req["tags"] = sorted(set(tags))
         elif kind != m.DELETE:
             req["tags"] = []
         graph = msg.get("graph")
         if graph is not None and not isinstance(graph, str):
-            raise InvalidInput(f"{kind}: 'graph' must be a string, not {graph!r}", path=("graph",))
+            raise InvalidInput(f"{kind}: 'graph' must be a string, not {show(graph)}", path=("graph",))
         req["graph"] = graph
     return req

@@ -35,7 +35,7 @@ from collections import OrderedDict
 from typing import Any, TypedDict
 
 from gliding_actors.coherence._messages import Meta, Value
-from gliding_actors.errors import GlidingError, InvalidInput
+from gliding_actors.errors import GlidingError, InvalidInput, show
 from gliding_actors.l0 import L0Entry, L0Store
 from gliding_actors.l2._graph import GraphStore
 from gliding_actors.l2._graph_writer import GraphOutbox
@@ -88,7 +88,7 @@ class LayeredHome:
         capacity: int | None = None,
     ) -> None:
         if capacity is not None and (type(capacity) is not int or capacity < 1):
-            raise InvalidInput(f"the L2 node capacity must be an int >= 1, not {capacity!r}")
+            raise InvalidInput(f"the L2 node capacity must be an int >= 1, not {show(capacity)}")
         self._l0 = l0
         self._graph = graph
         self._graph_lock = graph_lock or threading.Lock()

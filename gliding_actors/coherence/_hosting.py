@@ -25,7 +25,7 @@ from gliding_actors.coherence._cache import CacheController
 from gliding_actors.coherence._directory import DirectoryController
 from gliding_actors.coherence._home import LayeredHome
 from gliding_actors.coherence._messages import CLIENT, Msg, Value
-from gliding_actors.errors import ActorUnavailable, ConflictError, GlidingError, InvalidInput
+from gliding_actors.errors import ActorUnavailable, ConflictError, GlidingError, InvalidInput, show
 from gliding_actors.l2._graph_writer import FENCE, FENCED, GRAPH_ACTOR, PUTS
 from gliding_actors.metrics._counters import ActorTally
 from gliding_actors.runtime import DEFERRED, RUNTIME_SENDER, Context, InjectedCrash, ReplyToken
@@ -427,7 +427,7 @@ class DirectoryActor:
         if kind in ("l0.versions", "l2.versions"):
             iris = message.get("iris")
             if not isinstance(iris, list) or not all(isinstance(i, str) for i in iris):
-                raise InvalidInput(f"{kind}: iris is a list of IRIs, not {iris!r}", path=("iris",))
+                raise InvalidInput(f"{kind}: iris is a list of IRIs, not {show(iris)}", path=("iris",))
             version = self.home.durable_version if kind == "l0.versions" else self.home.version_of
             return {iri: version(iri) for iri in iris}
         if kind == "l0.count":
@@ -442,7 +442,7 @@ class DirectoryActor:
             out = self.controller.handle(ctx.name, m.recall(ctx.name, token.request_id, iris))
             self._emit(out, ctx)
             return DEFERRED
-        raise InvalidInput(f"unknown directory request {kind!r}")
+        raise InvalidInput(f"unknown directory request {show(kind)}")
 
     def _protocol(self, src: str, message: Any, ctx: Context) -> None:
         kind = message.get("t") if isinstance(message, dict) else None

@@ -43,7 +43,7 @@ from gliding_actors._ports import MemoryPorts
 from gliding_actors.coherence._hosting import cache_name
 from gliding_actors.context._assemble import Candidate, assemble
 from gliding_actors.context._prefetch import plan_prefetch
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l0 import is_valid_iri
 from gliding_actors.l1._actor import session_actor_name
 from gliding_actors.l1._archive import is_archive_iri
@@ -92,9 +92,9 @@ _MAX_RECALL = 400
 def check_context_args(query: object, max_tokens: object, task: object) -> tuple[str | None, int, str | None]:
     """Validate a context request before anything is sent: :class:`InvalidInput` naming the argument."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise InvalidInput(f"context max_tokens is an integer >= 1, not {max_tokens!r}", path=("max_tokens",))
+        raise InvalidInput(f"context max_tokens is an integer >= 1, not {show(max_tokens)}", path=("max_tokens",))
     if query is not None and (not isinstance(query, str) or not query.strip()):
-        raise InvalidInput(f"context query is a non-empty string or None, not {query!r}", path=("query",))
+        raise InvalidInput(f"context query is a non-empty string or None, not {show(query)}", path=("query",))
     return query, max_tokens, _check_task(task)
 
 
@@ -102,17 +102,17 @@ def _check_task(task: object) -> str | None:
     if task is None:
         return None
     if not isinstance(task, str) or not is_valid_iri(task):
-        raise InvalidInput(f"a task id is an IRI-like string without spaces, not {task!r}", path=("task",))
+        raise InvalidInput(f"a task id is an IRI-like string without spaces, not {show(task)}", path=("task",))
     return task
 
 
 def check_entities(entities: object) -> list[str]:
     """An intent's entities: a non-empty list of IRIs (duplicates dropped, order kept)."""
     if isinstance(entities, str) or not isinstance(entities, (list, tuple)) or not entities:
-        raise InvalidInput(f"intent entities are a non-empty list of IRIs, not {entities!r}", path=("entities",))
+        raise InvalidInput(f"intent entities are a non-empty list of IRIs, not {show(entities)}", path=("entities",))
     for item in entities:
         if not isinstance(item, str) or not is_valid_iri(item):
-            raise InvalidInput(f"an intent entity is an IRI, not {item!r}", path=("entities",))
+            raise InvalidInput(f"an intent entity is an IRI, not {show(item)}", path=("entities",))
     return list(dict.fromkeys(entities))
 
 
@@ -412,7 +412,7 @@ class SchedulerActor:
 
     def receive(self, message: Any, ctx: Context) -> Any:
         if not isinstance(message, dict) or message.get("t") != "assemble":
-            raise InvalidInput(f"the scheduler takes assemble requests, not {message!r}")
+            raise InvalidInput(f"the scheduler takes assemble requests, not {show(message)}")
         return self._service.assemble_now(message)
 
 
@@ -424,7 +424,7 @@ class PrefetcherActor:
 
     def receive(self, message: Any, ctx: Context) -> Any:
         if not isinstance(message, dict) or message.get("t") != "intent":
-            raise InvalidInput(f"the prefetcher takes intent requests, not {message!r}")
+            raise InvalidInput(f"the prefetcher takes intent requests, not {show(message)}")
         service = self._service
         plan = service.plan(str(message["role"]), [str(e) for e in message["entities"]])
         with service._lock:

@@ -21,7 +21,6 @@ from gliding_actors.hyperspace._poincare import (
     reconstruction_metrics,
     transitive_closure,
 )
-
 from gliding_actors.hyperspace._service import HYPERSPACE_ACTOR, HyperspaceService
 
 __all__ = [

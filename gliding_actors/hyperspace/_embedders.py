@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from gliding_actors.errors import EmbeddingError, InvalidInput
+from gliding_actors.errors import EmbeddingError, InvalidInput, show
 from gliding_actors.hyperspace._text import words
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class HashEmbedder:
 
     def __init__(self, dim: int = 384) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 16:
-            raise InvalidInput(f"a hash embedding has at least 16 dimensions, not {dim!r}")
+            raise InvalidInput(f"a hash embedding has at least 16 dimensions, not {show(dim)}")
         self.dim = dim
         self.name = f"hash-v{self.VERSION}/{dim}"
 
@@ -283,12 +283,12 @@ class OpenAIEmbedder:
         if not url:
             raise EmbeddingError(f"openai embedder: no endpoint (set {ENV_URL} or hyperspace.openai_url)")
         if not url.startswith(("http://", "https://")):
-            raise InvalidInput(f"openai embedder: the URL must be http(s), not {url!r}")
+            raise InvalidInput(f"openai embedder: the URL must be http(s), not {show(url)}")
         self.url = url.rstrip("/") + "/embeddings"
         self.model = model or source.get(ENV_MODEL) or "text-embedding-3-small"
         self._key = api_key or source.get(ENV_KEY) or source.get("OPENAI_API_KEY")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInput(f"openai embedder: batch_size is an integer >= 1, not {batch_size!r}")
+            raise InvalidInput(f"openai embedder: batch_size is an integer >= 1, not {show(batch_size)}")
         self.batch_size = batch_size
         self.timeout_s = timeout_s
         self.retries = retries
@@ -387,7 +387,7 @@ def build_embedder(kind: str, config: HyperspaceConfig) -> Embedder:
             timeout_s=config.openai_timeout_s,
             retries=config.openai_retries,
         )
-    raise InvalidInput(f"unknown embedder {kind!r}; embedders are {', '.join(EMBEDDERS)}")
+    raise InvalidInput(f"unknown embedder {show(kind)}; embedders are {', '.join(EMBEDDERS)}")
 
 
 class EmbedderChain:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 import numpy as np
 
-from gliding_actors.errors import EmbeddingError, InvalidInput
+from gliding_actors.errors import EmbeddingError, InvalidInput, show
 from gliding_actors.hyperspace._bm25 import BM25Index
 from gliding_actors.hyperspace._embedders import EmbedderChain, Matrix
 from gliding_actors.hyperspace._index import VectorIndex
@@ -86,7 +86,7 @@ def _str_list(raw: Any, where: str) -> tuple[str, ...]:
     if raw is None:
         return ()
     if isinstance(raw, str) or not isinstance(raw, (list, tuple)) or not all(isinstance(t, str) and t for t in raw):
-        raise InvalidInput(f"search filter {where} is a list of non-empty strings, not {raw!r}", path=(where,))
+        raise InvalidInput(f"search filter {where} is a list of non-empty strings, not {show(raw)}", path=(where,))
     return tuple(sorted(set(raw)))
 
 
@@ -94,7 +94,7 @@ def _bound(raw: Any, where: str) -> float | None:
     if raw is None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
-        raise InvalidInput(f"search filter {where} is a number, not {raw!r}", path=(where,))
+        raise InvalidInput(f"search filter {where} is a number, not {show(raw)}", path=(where,))
     return float(raw)
 
 
@@ -114,7 +114,7 @@ def parse_filters(raw: Mapping[str, Any] | SearchFilters | None) -> SearchFilter
     known = {"tags", "types", "graph", "min_importance", "max_importance"}
     unknown = sorted(str(k) for k in raw if k not in known)
     if unknown:
-        raise InvalidInput(f"unknown search filter {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        raise InvalidInput(f"unknown search filter {show(unknown[0])} (known: {', '.join(sorted(known))})")
     tags = raw.get("tags")
     must: tuple[str, ...] = ()
     should: tuple[str, ...] = ()
@@ -130,7 +130,7 @@ def parse_filters(raw: Mapping[str, Any] | SearchFilters | None) -> SearchFilter
         must = _str_list(tags, "tags")
     graph = raw.get("graph")
     if graph is not None and (not isinstance(graph, str) or not graph):
-        raise InvalidInput(f"search filter graph is a graph name, not {graph!r}", path=("graph",))
+        raise InvalidInput(f"search filter graph is a graph name, not {show(graph)}", path=("graph",))
     lo = _bound(raw.get("min_importance"), "min_importance")
     hi = _bound(raw.get("max_importance"), "max_importance")
     if lo is not None and hi is not None and lo > hi:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l2._jsonld import GENID_BASE
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def _check_edges(edges: object, *, allow_empty: bool) -> list[tuple[str, str]]:
         if not child or not parent:
             raise InvalidInput(f"edge {i}: node names must not be empty", path=("edges", i))
         if child == parent:
-            raise InvalidInput(f"edge {i}: self-loop on {child!r}", path=("edges", i))
+            raise InvalidInput(f"edge {i}: self-loop on {show(child)}", path=("edges", i))
         out.append((child, parent))
     if not out and not allow_empty:
         raise InvalidInput("no edges to train on", path=("edges",))

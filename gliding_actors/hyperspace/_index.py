@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 from annoy import AnnoyIndex
 
-from gliding_actors.errors import CorruptRecord, InvalidInput
+from gliding_actors.errors import CorruptRecord, InvalidInput, show
 
 __all__ = ["BuiltForest", "RebuildJob", "VectorIndex", "build_forest"]
 
@@ -98,7 +98,7 @@ class VectorIndex:
         seed: int = 0,
     ) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-            raise InvalidInput(f"a vector index needs a dimension >= 1, not {dim!r}")
+            raise InvalidInput(f"a vector index needs a dimension >= 1, not {show(dim)}")
         self.dim = dim
         self.n_trees = n_trees
         self.search_k_per_result = search_k_per_result

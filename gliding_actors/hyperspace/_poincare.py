@@ -64,7 +64,7 @@ import msgpack
 import numpy as np
 import numpy.typing as npt
 
-from gliding_actors.errors import CorruptRecord, IncompatibleFormat, InvalidInput
+from gliding_actors.errors import CorruptRecord, IncompatibleFormat, InvalidInput, show
 from gliding_actors.hyperspace._hierarchy import _check_edges, hierarchy_edges, transitive_closure
 from gliding_actors.hyperspace._hyperbolic import poincare_distance, reconstruction_metrics
 
@@ -95,7 +95,7 @@ _REJECTION_ROUNDS: Final = 32
 
 def _check_int(name: str, value: object, low: int) -> int:
     if type(value) is not int or value < low:
-        raise InvalidInput(f"{name} must be an int >= {low}, not {value!r}", path=(name,))
+        raise InvalidInput(f"{name} must be an int >= {low}, not {show(value)}", path=(name,))
     return value
 
 
@@ -107,7 +107,7 @@ def _check_float(name: str, value: object, *, low: float, high: float) -> float:
         or not low < value < high
     ):
         raise InvalidInput(
-            f"{name} must be a number in ({low}, {high}), not {value!r}", path=(name,)
+            f"{name} must be a number in ({low}, {high}), not {show(value)}", path=(name,)
         )
     return float(value)
 
@@ -232,7 +232,7 @@ class PoincareEmbedding:
             raise InvalidInput(f"{what} must be a string, not {type(node).__name__}", path=(what,))
         i = self._index.get(node)
         if i is None:
-            raise InvalidInput(f"{what} {node!r} is not embedded", path=(what,))
+            raise InvalidInput(f"{what} {show(node)} is not embedded", path=(what,))
         return i
 
     def distance(self, a: str, b: str) -> float:

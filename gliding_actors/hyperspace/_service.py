@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.coherence._hosting import LINE_CHANGED, unpack_value
-from gliding_actors.errors import EmbeddingError, GlidingError, InvalidInput
+from gliding_actors.errors import EmbeddingError, GlidingError, InvalidInput, show
 from gliding_actors.hyperspace._embedders import EmbedderChain
 from gliding_actors.hyperspace._engine import HyperspaceEngine, _digest, parse_filters
 from gliding_actors.hyperspace._index import build_forest
@@ -67,7 +67,7 @@ def check_search_args(text: object, k: object, filters: object) -> tuple[str, in
     if not isinstance(text, str):
         raise InvalidInput(f"search text is a string, not {type(text).__name__}", path=("text",))
     if isinstance(k, bool) or not isinstance(k, int) or k < 0 or k > 10_000:
-        raise InvalidInput(f"search k is an integer in [0, 10000], not {k!r}", path=("k",))
+        raise InvalidInput(f"search k is an integer in [0, 10000], not {show(k)}", path=("k",))
     parse_filters(filters)  # type: ignore[arg-type]  # raises on bad filters
     if filters is not None and not isinstance(filters, Mapping):
         raise InvalidInput("search filters are an object")
@@ -502,5 +502,5 @@ class HyperspaceActor:
             return service.refresh_structure(force=True)
         if kind == "stats":
             return service.stats()
-        raise InvalidInput(f"unknown hyperspace request {message!r}")
+        raise InvalidInput(f"unknown hyperspace request {show(message)}")
 

@@ -59,7 +59,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from gliding_actors.agent import Agent
-from gliding_actors.errors import ConflictError, InvalidInput
+from gliding_actors.errors import ConflictError, InvalidInput, show
 
 try:
     from langgraph.store.base import (
@@ -97,22 +97,22 @@ def _enc(label: str) -> str:
 def _check_namespace(namespace: object, *, allow_empty: bool = False) -> tuple[str, ...]:
     """LangGraph's rules (non-empty string labels, no ``.``, no NUL, root not ``langgraph``) as InvalidInput."""
     if not isinstance(namespace, tuple):
-        raise InvalidInput(f"a namespace is a tuple of strings, not {namespace!r}")
+        raise InvalidInput(f"a namespace is a tuple of strings, not {show(namespace)}")
     if not namespace and not allow_empty:
         raise InvalidInput("a namespace cannot be empty")
     for label in namespace:
         if not isinstance(label, str) or not label or "." in label or "\x00" in label:
             raise InvalidInput(
-                f"namespace label {label!r} in {namespace!r}: labels are non-empty strings without '.' or NUL"
+                f"namespace label {show(label)} in {show(namespace)}: labels are non-empty strings without '.' or NUL"
             )
     if namespace and namespace[0] == "langgraph" and not allow_empty:
-        raise InvalidInput(f'the root label of a namespace cannot be "langgraph": {namespace!r}')
+        raise InvalidInput(f'the root label of a namespace cannot be "langgraph": {show(namespace)}')
     return namespace
 
 
 def _check_key(key: object) -> str:
     if not isinstance(key, str) or not key or "\x00" in key:
-        raise InvalidInput(f"a key is a non-empty string without NUL, not {key!r}")
+        raise InvalidInput(f"a key is a non-empty string without NUL, not {show(key)}")
     return key
 
 
@@ -138,14 +138,14 @@ def _check_filter(filter_: object) -> dict[str, Any] | None:
     if filter_ is None:
         return None
     if not isinstance(filter_, Mapping):
-        raise InvalidInput(f"a search filter is a mapping, not {filter_!r}")
+        raise InvalidInput(f"a search filter is a mapping, not {show(filter_)}")
     for key, cond in filter_.items():
         if not isinstance(key, str):
-            raise InvalidInput(f"filter keys are strings, not {key!r}")
+            raise InvalidInput(f"filter keys are strings, not {show(key)}")
         if isinstance(cond, Mapping):
             unknown = [op for op in cond if op not in _OPERATORS]
             if unknown or not cond:
-                raise InvalidInput(f"filter {key!r}: operators are {', '.join(_OPERATORS)}, not {unknown or '{}'}")
+                raise InvalidInput(f"filter {show(key)}: operators are {', '.join(_OPERATORS)}, not {unknown or '{}'}")
     return dict(filter_)
 
 
@@ -192,7 +192,7 @@ class GlidingStore(BaseStore):
             item_iri(op.namespace, op.key)
             if op.value is not None:
                 if not isinstance(op.value, Mapping):
-                    raise InvalidInput(f"an item's value is a mapping (or None to delete), not {op.value!r}")
+                    raise InvalidInput(f"an item's value is a mapping (or None to delete), not {show(op.value)}")
                 try:
                     json.dumps(dict(op.value), allow_nan=False)
                 except (TypeError, ValueError) as exc:
@@ -204,23 +204,23 @@ class GlidingStore(BaseStore):
             _check_filter(op.filter)
             for name, n in (("limit", op.limit), ("offset", op.offset)):
                 if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                    raise InvalidInput(f"search {name} is an integer >= 0, not {n!r}")
+                    raise InvalidInput(f"search {name} is an integer >= 0, not {show(n)}")
             if op.query is not None and (not isinstance(op.query, str) or not op.query.strip()):
-                raise InvalidInput(f"a search query is a non-empty string or None, not {op.query!r}")
+                raise InvalidInput(f"a search query is a non-empty string or None, not {show(op.query)}")
         elif isinstance(op, ListNamespacesOp):
             for cond in op.match_conditions or ():
                 if cond.match_type not in ("prefix", "suffix"):
-                    raise InvalidInput(f"match type is 'prefix' or 'suffix', not {cond.match_type!r}")
+                    raise InvalidInput(f"match type is 'prefix' or 'suffix', not {show(cond.match_type)}")
                 if not isinstance(cond.path, tuple) or not all(isinstance(p, str) and p for p in cond.path):
-                    raise InvalidInput(f"a match path is a tuple of non-empty strings ('*' matches any), not {cond.path!r}")
+                    raise InvalidInput(f"a match path is a tuple of non-empty strings ('*' matches any), not {show(cond.path)}")
             if op.max_depth is not None and (isinstance(op.max_depth, bool) or not isinstance(op.max_depth, int)
                                              or op.max_depth < 1):
-                raise InvalidInput(f"max_depth is an integer >= 1 or None, not {op.max_depth!r}")
+                raise InvalidInput(f"max_depth is an integer >= 1 or None, not {show(op.max_depth)}")
             for name, n in (("limit", op.limit), ("offset", op.offset)):
                 if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                    raise InvalidInput(f"list_namespaces {name} is an integer >= 0, not {n!r}")
+                    raise InvalidInput(f"list_namespaces {name} is an integer >= 0, not {show(n)}")
         else:
-            raise InvalidInput(f"not a store op: {op!r}")
+            raise InvalidInput(f"not a store op: {show(op)}")
 
     # -- batch -----------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:

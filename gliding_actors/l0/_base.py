@@ -15,7 +15,13 @@ import msgpack
 import plyvel
 
 from gliding_actors.clock import Clock
-from gliding_actors.errors import CorruptRecord, IncompatibleFormat, InvalidInput, StorageError
+from gliding_actors.errors import (
+    CorruptRecord,
+    IncompatibleFormat,
+    InvalidInput,
+    StorageError,
+    show,
+)
 from gliding_actors.l0 import _keys as K
 from gliding_actors.l0._config import L0Config
 from gliding_actors.l0._entry import (
@@ -68,7 +74,7 @@ class _StoreBase:
             or access_flush_every < 1
         ):
             raise InvalidInput(
-                f"access_flush_every must be a positive int, not {access_flush_every!r}"
+                f"access_flush_every must be a positive int, not {show(access_flush_every)}"
             )
         self._path = os.fspath(path)
         self._clock = clock
@@ -205,7 +211,7 @@ class _StoreBase:
         if sync is None:
             return self._sync_all
         if type(sync) is not bool:
-            raise InvalidInput(f"sync must be true, false or None, not {sync!r}")
+            raise InvalidInput(f"sync must be true, false or None, not {show(sync)}")
         return sync or self._sync_all
 
     # -- access counters -------------------------------------------------------

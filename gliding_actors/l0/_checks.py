@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l0 import _keys as K
 from gliding_actors.l0._canonical import JSON_ERRORS, check_json
 
@@ -22,14 +22,14 @@ _LABEL_CACHE_MAX = 4096
 
 def _iri_bytes(iri: object) -> bytes:
     if type(iri) is not str or K.iri_match(iri) is None:
-        raise InvalidInput(f"invalid IRI {iri!r}", path=("iri",))
+        raise InvalidInput(f"invalid IRI {show(iri)}", path=("iri",))
     return iri.encode()
 
 
 def _label(value: object, what: str) -> str:
     if type(value) is not str or K.label_match(value) is None:
         raise InvalidInput(
-            f"invalid {what} {value!r}: need non-empty text without control characters",
+            f"invalid {what} {show(value)}: need non-empty text without control characters",
             path=(what,),
         )
     return value
@@ -38,7 +38,7 @@ def _label(value: object, what: str) -> str:
 def _tags_arg(tags: Any, what: str) -> Any:
     if isinstance(tags, (str, bytes, Mapping)):
         raise InvalidInput(
-            f"{what} must be a list of strings, not {type(tags).__name__} {tags!r}", path=(what,)
+            f"{what} must be a list of strings, not {type(tags).__name__} {show(tags)}", path=(what,)
         )
     return tags
 
@@ -52,7 +52,7 @@ def _labels(
     if type(values) is not list and type(values) is not tuple:
         if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
             raise InvalidInput(
-                f"{what} must be a list of strings, not {type(values).__name__} {values!r}",
+                f"{what} must be a list of strings, not {type(values).__name__} {show(values)}",
                 path=(what,),
             )
         values = list(values)
@@ -62,7 +62,7 @@ def _labels(
             and (_label_match(v) is None if cache is None else not _learn(v, cache, ns))
         ):
             raise InvalidInput(
-                f"invalid entry {v!r} in {what}: need non-empty text without control characters",
+                f"invalid entry {show(v)} in {what}: need non-empty text without control characters",
                 path=(what,),
             )
     n = len(values)
@@ -98,14 +98,14 @@ def _check_version_arg(value: object, what: str) -> None:
     if value is None:
         return
     if type(value) is not int or value < 0:
-        raise InvalidInput(f"{what} must be a non-negative int, not {value!r}", path=(what,))
+        raise InvalidInput(f"{what} must be a non-negative int, not {show(value)}", path=(what,))
 
 
 def _bound(value: object, what: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise InvalidInput(f"{what} must be a number, not {value!r}", path=(what,))
+        raise InvalidInput(f"{what} must be a number, not {show(value)}", path=(what,))
     return float(value)
 
 

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-from gliding_actors.errors import CorruptRecord, IncompatibleFormat, InvalidInput
+from gliding_actors.errors import CorruptRecord, IncompatibleFormat, InvalidInput, show
 
 __all__ = ["MESI_STATES", "L0Entry"]
 
@@ -87,7 +87,7 @@ class L0Entry(NamedTuple):
             )
         for required in ("iri", "content"):
             if required not in data:
-                raise InvalidInput(f"an L0 entry needs {required!r}", path=(required,))
+                raise InvalidInput(f"an L0 entry needs {show(required)}", path=(required,))
         return cls(**data)
 
 

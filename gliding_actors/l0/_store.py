@@ -29,7 +29,7 @@ from typing import Any, cast
 
 import msgpack
 
-from gliding_actors.errors import CorruptRecord, InvalidInput, StorageError
+from gliding_actors.errors import CorruptRecord, InvalidInput, StorageError, show
 from gliding_actors.l0 import _keys as K
 from gliding_actors.l0._base import leveldb_options
 from gliding_actors.l0._checks import (
@@ -202,7 +202,7 @@ class L0Store(_StoreWrites, _StoreVerify):
         try:
             iri_b = iri.encode()
         except UnicodeEncodeError:
-            raise InvalidInput(f"invalid IRI {iri!r}", path=("iri",)) from None
+            raise InvalidInput(f"invalid IRI {show(iri)}", path=("iri",)) from None
         generation = self._generation
         get = self._get
         key = _NODE + iri_b
@@ -210,7 +210,7 @@ class L0Store(_StoreWrites, _StoreVerify):
         if raw is None:
             # Checked only on a miss: a hit proves the IRI was valid when stored.
             if _iri_match(iri) is None:
-                raise InvalidInput(f"invalid IRI {iri!r}", path=("iri",))
+                raise InvalidInput(f"invalid IRI {show(iri)}", path=("iri",))
             return None
         # decode_record(), inlined (the hot path of L0); decoded before
         # counting: a corrupt record raises and is not counted
@@ -291,11 +291,11 @@ class L0Store(_StoreWrites, _StoreVerify):
         try:
             key = _NODE + iri.encode()
         except UnicodeEncodeError:
-            raise InvalidInput(f"invalid IRI {iri!r}", path=("iri",)) from None
+            raise InvalidInput(f"invalid IRI {show(iri)}", path=("iri",)) from None
         raw = self._live().get(key)
         if raw is None:
             if _iri_match(iri) is None:
-                raise InvalidInput(f"invalid IRI {iri!r}", path=("iri",))
+                raise InvalidInput(f"invalid IRI {show(iri)}", path=("iri",))
             return None
         content: dict[str, Any] = decode_record(key, raw, iri)[_F_CONTENT]
         return content
@@ -428,12 +428,12 @@ class L0Store(_StoreWrites, _StoreVerify):
         prefix_b = b""
         if prefix is not None:
             if type(prefix) is not str or K.iri_prefix_match(prefix) is None:
-                raise InvalidInput(f"invalid IRI prefix {prefix!r}", path=("prefix",))
+                raise InvalidInput(f"invalid IRI prefix {show(prefix)}", path=("prefix",))
             prefix_b = prefix.encode()
         lo = _bound(lo, "min_importance")
         hi = _bound(hi, "max_importance")
         if limit is not None and (type(limit) is not int or limit < 0):
-            raise InvalidInput(f"limit must be a non-negative int, not {limit!r}", path=("limit",))
+            raise InvalidInput(f"limit must be a non-negative int, not {show(limit)}", path=("limit",))
         has_bounds = lo is not None or hi is not None
         lo_f = 0.0 if lo is None else max(lo, 0.0)
         hi_f = 1.0 if hi is None else min(hi, 1.0)

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gliding_actors.errors import ConflictError, CorruptRecord, InvalidInput
+from gliding_actors.errors import ConflictError, CorruptRecord, InvalidInput, show
 from gliding_actors.l0 import _keys as K
 from gliding_actors.l0._base import _StoreBase
 from gliding_actors.l0._canonical import JSON_ERRORS, canonical
@@ -193,11 +193,11 @@ class _StoreWrites(_StoreBase):
         iri_b = _iri_bytes(iri)
         if vector_id is not UNSET and vector_id is not None and not _is_int64(vector_id):
             raise InvalidInput(
-                f"vector_id must be a 64-bit int or None, not {vector_id!r}", path=("vector_id",)
+                f"vector_id must be a 64-bit int or None, not {show(vector_id)}", path=("vector_id",)
             )
         if mesi_state is not UNSET and mesi_state not in MESI_STATES:
             raise InvalidInput(
-                f"mesi_state must be one of I, S, E, M, not {mesi_state!r}", path=("mesi_state",)
+                f"mesi_state must be one of I, S, E, M, not {show(mesi_state)}", path=("mesi_state",)
             )
         do_sync = self._sync(sync)
         key = _NODE + iri_b
@@ -230,7 +230,7 @@ class _StoreWrites(_StoreBase):
          mesi, _created, _updated, _hash, _size, _count, _last) = entry  # fmt: skip
         if type(iri) is not str or _iri_match(iri) is None:
             raise InvalidInput(
-                f"invalid IRI {iri!r}: need scheme:rest without spaces or control characters",
+                f"invalid IRI {show(iri)}: need scheme:rest without spaces or control characters",
                 path=("iri",),
             )
         if type(content) is not dict and not isinstance(content, dict):
@@ -240,7 +240,7 @@ class _StoreWrites(_StoreBase):
             )
         if "@id" in content and content["@id"] != iri:
             raise InvalidInput(
-                f"content @id {content['@id']!r} differs from the entry IRI {iri!r}",
+                f"content @id {show(content['@id'])} differs from the entry IRI {show(iri)}",
                 path=("content", "@id"),
             )
         try:
@@ -267,13 +267,13 @@ class _StoreWrites(_StoreBase):
         if type(importance) is not float:
             if isinstance(importance, bool) or not isinstance(importance, (int, float)):
                 raise InvalidInput(
-                    f"importance must be a number in [0, 1], not {importance!r}",
+                    f"importance must be a number in [0, 1], not {show(importance)}",
                     path=("importance",),
                 )
             importance = float(importance)
         if not 0.0 <= importance <= 1.0:
             raise InvalidInput(
-                f"importance must be in [0, 1], not {importance!r}", path=("importance",)
+                f"importance must be in [0, 1], not {show(importance)}", path=("importance",)
             )
         importance += 0.0  # -0.0 -> 0.0, so it sorts with 0.0 in the index
         tags = _labels(tags, "tags", self._tag_keys, _TAG) if tags else []
@@ -283,7 +283,7 @@ class _StoreWrites(_StoreBase):
                 graph not in graph_keys and not _learn(graph, graph_keys, _GRAPH)
             ):
                 raise InvalidInput(
-                    f"invalid named graph {graph!r}: need non-empty text without control "
+                    f"invalid named graph {show(graph)}: need non-empty text without control "
                     "characters",
                     path=("named_graph",),
                 )
@@ -319,14 +319,14 @@ class _StoreWrites(_StoreBase):
         else:
             metadata = {}
         if type(version) is not int or version < 0:
-            raise InvalidInput(f"version must be an int >= 0, not {version!r}", path=("version",))
+            raise InvalidInput(f"version must be an int >= 0, not {show(version)}", path=("version",))
         if vector_id is not None and not _is_int64(vector_id):
             raise InvalidInput(
-                f"vector_id must be a 64-bit int or None, not {vector_id!r}", path=("vector_id",)
+                f"vector_id must be a 64-bit int or None, not {show(vector_id)}", path=("vector_id",)
             )
         if mesi not in MESI_STATES:
             raise InvalidInput(
-                f"mesi_state must be one of I, S, E, M, not {mesi!r}", path=("mesi_state",)
+                f"mesi_state must be one of I, S, E, M, not {show(mesi)}", path=("mesi_state",)
             )
         fields = [
             iri,

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.clock import Clock
 from gliding_actors.coherence._hosting import LINE_CHANGED
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l0 import L0Store, is_valid_iri
 from gliding_actors.l1._archive import SessionArchive
 from gliding_actors.l1._policy import EvictionPolicy
@@ -96,15 +96,15 @@ def turn_request(
         "content": _text(content, "a turn's content"),
     }
     if type(supplement) is not bool:
-        raise InvalidInput(f"supplement is true or false, not {supplement!r}")
+        raise InvalidInput(f"supplement is true or false, not {show(supplement)}")
     request["supplement"] = supplement
     if relevance is not None:
         if isinstance(relevance, bool) or not isinstance(relevance, (int, float)) or not 0.0 <= relevance <= 1.0:
-            raise InvalidInput(f"relevance is a number in [0, 1], not {relevance!r}")
+            raise InvalidInput(f"relevance is a number in [0, 1], not {show(relevance)}")
         request["relevance"] = float(relevance)
     if tokens is not None:
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-            raise InvalidInput(f"tokens is an integer >= 0, not {tokens!r}")
+            raise InvalidInput(f"tokens is an integer >= 0, not {show(tokens)}")
         request["tokens"] = tokens
     if embedding is not None:
         request["embedding"] = list(check_embedding(embedding, "a turn's embedding"))
@@ -118,17 +118,17 @@ def _cites(cites: object, line_graphs: LineGraphs | None) -> dict[str, int]:
         out: dict[str, int] = {}
         for iri, version in cites.items():
             if not is_valid_iri(iri):
-                raise InvalidInput(f"cites: not a valid IRI: {iri!r}")
+                raise InvalidInput(f"cites: not a valid IRI: {show(iri)}")
             if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-                raise InvalidInput(f"cites: the version of {iri} is an integer >= 0, not {version!r}")
+                raise InvalidInput(f"cites: the version of {iri} is an integer >= 0, not {show(version)}")
             out[iri] = version
         return out
     if isinstance(cites, (str, bytes)) or not isinstance(cites, Iterable):
-        raise InvalidInput(f"cites is a list of line IRIs or a mapping IRI -> version, not {cites!r}")
+        raise InvalidInput(f"cites is a list of line IRIs or a mapping IRI -> version, not {show(cites)}")
     listed: dict[str, int] = {}
     for iri in cites:
         if not is_valid_iri(iri):
-            raise InvalidInput(f"cites: not a valid IRI: {iri!r}")
+            raise InvalidInput(f"cites: not a valid IRI: {show(iri)}")
         listed[iri] = line_graphs.version_of(iri) if line_graphs is not None else 0
     return listed
 
@@ -286,7 +286,7 @@ class SessionActor:
             closed = self.close()
             self._update_interest(ctx, {})
             return closed
-        raise InvalidInput(f"unknown session request {kind!r}")
+        raise InvalidInput(f"unknown session request {show(kind)}")
 
 
 def start_session(

@@ -23,7 +23,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l0 import L0Entry, L0Store
 
 __all__ = [
@@ -113,7 +113,7 @@ def reload_turn(store: L0Store, iri: str) -> dict[str, Any]:
     Reading L0 needs no lock and no actor: archive nodes never change.
     """
     if not is_archive_iri(iri):
-        raise InvalidInput(f"{iri!r} is not an L1 archive IRI (they start with {ARCHIVE_PREFIX})")
+        raise InvalidInput(f"{show(iri)} is not an L1 archive IRI (they start with {ARCHIVE_PREFIX})")
     entry = store.retrieve(iri, touch=False)
     if entry is None:
         raise InvalidInput(f"no archived turn or session at {iri}")

@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from gliding_actors.clock import Clock
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l0 import is_valid_iri
 from gliding_actors.l1._policy import EvictionPolicy, cosine
 from gliding_actors.l1._tokens import TokenCounter, default_counter
@@ -157,7 +157,7 @@ def check_embedding(value: object, what: str = "an embedding") -> tuple[float, .
     out: list[float] = []
     for x in value:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-            raise InvalidInput(f"{what} holds finite numbers only, not {x!r}")
+            raise InvalidInput(f"{what} holds finite numbers only, not {show(x)}")
         out.append(float(x))
     if not out:
         raise InvalidInput(f"{what} is empty")
@@ -178,15 +178,15 @@ def _check_cites(cites: object) -> dict[str, int]:
     if isinstance(cites, Mapping):
         pairs = list(cites.items())
     elif isinstance(cites, (str, bytes)) or not isinstance(cites, Iterable):
-        raise InvalidInput(f"cites is a list of line IRIs or a mapping IRI -> version, not {cites!r}")
+        raise InvalidInput(f"cites is a list of line IRIs or a mapping IRI -> version, not {show(cites)}")
     else:
         pairs = [(iri, 0) for iri in cites]
     out: dict[str, int] = {}
     for iri, version in pairs:
         if not is_valid_iri(iri):
-            raise InvalidInput(f"cites: not a valid IRI: {iri!r}")
+            raise InvalidInput(f"cites: not a valid IRI: {show(iri)}")
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise InvalidInput(f"cites: the version of {iri} is an integer >= 0, not {version!r}")
+            raise InvalidInput(f"cites: the version of {iri} is an integer >= 0, not {show(version)}")
         out[iri] = max(version, out.get(iri, 0))
     return dict(sorted(out.items()))
 
@@ -269,21 +269,21 @@ class Session:
         role = _check_text(role, "a turn's role", empty=False)
         summary = _check_text(summary, "a turn's summary", empty=False)
         if not is_valid_iri(archive_iri):
-            raise InvalidInput(f"not a valid archive IRI: {archive_iri!r}")
+            raise InvalidInput(f"not a valid archive IRI: {show(archive_iri)}")
         if archive_iri in self._used:
             raise InvalidInput(f"archive IRI {archive_iri} is already used in this session")
         if type(supplement) is not bool:
-            raise InvalidInput(f"supplement is true or false, not {supplement!r}")
+            raise InvalidInput(f"supplement is true or false, not {show(supplement)}")
         if relevance is None:
             rel = DEFAULT_RELEVANCE
         elif isinstance(relevance, bool) or not isinstance(relevance, (int, float)) or not 0.0 <= relevance <= 1.0:
-            raise InvalidInput(f"relevance is a number in [0, 1], not {relevance!r}")
+            raise InvalidInput(f"relevance is a number in [0, 1], not {show(relevance)}")
         else:
             rel = float(relevance)
         if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0):
-            raise InvalidInput(f"tokens is an integer >= 0, not {tokens!r}")
+            raise InvalidInput(f"tokens is an integer >= 0, not {show(tokens)}")
         if type(seq) is not int or seq < 1:
-            raise InvalidInput(f"seq is an integer >= 1, not {seq!r}")
+            raise InvalidInput(f"seq is an integer >= 1, not {show(seq)}")
         vector: tuple[float, ...] | None = None
         if embedding is not None:
             vector = check_embedding(embedding, "a turn's embedding")

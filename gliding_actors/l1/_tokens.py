@@ -28,7 +28,7 @@ import importlib
 import warnings
 from typing import Any, Protocol, runtime_checkable
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 
 __all__ = [
     "AUTO",
@@ -179,7 +179,7 @@ def get_counter(name: str = AUTO) -> TokenCounter:
         return bpe
     if name == AUTO:
         return default_counter()
-    raise InvalidInput(f"unknown token counter {name!r}; counters are {', '.join(COUNTERS)}")
+    raise InvalidInput(f"unknown token counter {show(name)}; counters are {', '.join(COUNTERS)}")
 
 
 def default_counter() -> TokenCounter:

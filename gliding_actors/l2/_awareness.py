@@ -31,7 +31,7 @@ import enum
 import math
 from typing import Any
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l0 import is_valid_label
 from gliding_actors.l2._locks import Effects, LockManager
 from gliding_actors.l2._permissions import ROLES
@@ -94,9 +94,9 @@ class AgentRegistry:
     def __init__(self, timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S) -> None:
         """``timeout_s`` ≥ 0 (0: every agent is stale at once, i.e. awareness is off)."""
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
-            raise InvalidInput(f"timeout_s must be a number, not {timeout_s!r}")
+            raise InvalidInput(f"timeout_s must be a number, not {show(timeout_s)}")
         if not (0 <= timeout_s < math.inf):
-            raise InvalidInput(f"timeout_s must be finite and 0 or more, not {timeout_s!r}")
+            raise InvalidInput(f"timeout_s must be finite and 0 or more, not {show(timeout_s)}")
         self._timeout_s = float(timeout_s)
         self._agents: dict[str, _Agent] = {}
 
@@ -115,11 +115,11 @@ class AgentRegistry:
         """
         _check_agent(agent)
         if role not in ROLES:
-            raise InvalidInput(f"unknown role {role!r} (roles: {', '.join(ROLES)})")
+            raise InvalidInput(f"unknown role {show(role)} (roles: {', '.join(ROLES)})")
         at = _check_now(now)
         known = self._agents.get(agent)
         if known is not None and known.role != role:
-            raise InvalidInput(f"agent {agent!r} is already registered as {known.role}, not {role}")
+            raise InvalidInput(f"agent {show(agent)} is already registered as {known.role}, not {role}")
         if known is None:
             self._agents[agent] = _Agent(role, "idle", None, at, at)
         else:
@@ -145,10 +145,10 @@ class AgentRegistry:
         _check_agent(agent)
         if status is not None and status not in AGENT_STATUSES:
             raise InvalidInput(
-                f"unknown agent status {status!r} (statuses: {', '.join(AGENT_STATUSES)})"
+                f"unknown agent status {show(status)} (statuses: {', '.join(AGENT_STATUSES)})"
             )
         if operation is not KEEP and operation is not None and not isinstance(operation, str):
-            raise InvalidInput(f"an operation is a string or null, not {operation!r}")
+            raise InvalidInput(f"an operation is a string or null, not {show(operation)}")
         at = _check_now(now)
         record = self._get(agent)
         record.last_seen = max(record.last_seen, at)
@@ -229,7 +229,7 @@ class AgentRegistry:
     def _get(self, agent: str) -> _Agent:
         record = self._agents.get(agent)
         if record is None:
-            raise InvalidInput(f"unknown agent {agent!r}")
+            raise InvalidInput(f"unknown agent {show(agent)}")
         return record
 
     def _overdue(self, record: _Agent, now: float) -> bool:
@@ -280,11 +280,11 @@ def release_stale(registry: AgentRegistry, locks: LockManager, now: float) -> St
 def _check_agent(agent: object) -> None:
     if not is_valid_label(agent):
         raise InvalidInput(
-            f"an agent id is a non-empty string without control characters, not {agent!r}"
+            f"an agent id is a non-empty string without control characters, not {show(agent)}"
         )
 
 
 def _check_now(now: object) -> float:
     if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
-        raise InvalidInput(f"now must be a finite number of seconds, not {now!r}")
+        raise InvalidInput(f"now must be a finite number of seconds, not {show(now)}")
     return float(now)

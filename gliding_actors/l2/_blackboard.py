@@ -36,7 +36,7 @@ from typing import Any
 import pyoxigraph as ox
 
 from gliding_actors.bus import AGENT_STALE, BUS_ACTOR, TASK_EVENTS
-from gliding_actors.errors import GlidingError, InvalidInput
+from gliding_actors.errors import GlidingError, InvalidInput, show
 from gliding_actors.l2._awareness import AgentRegistry, release_stale
 from gliding_actors.l2._board_requests import (
     Agents,
@@ -251,12 +251,12 @@ class BlackboardActor:
         task, status = req.task, req.status
         info = self.tasks.info(task)  # InvalidInput: a bad or unknown id
         if status not in TASK_FINAL_STATUSES:
-            raise InvalidInput(f"a task finishes as {' or '.join(TASK_FINAL_STATUSES)}, not {status!r}")
+            raise InvalidInput(f"a task finishes as {' or '.join(TASK_FINAL_STATUSES)}, not {show(status)}")
         if info.status != "pending":
-            raise InvalidInput(f"task {task!r} is already {info.status}")
+            raise InvalidInput(f"task {show(task)} is already {info.status}")
         unmet = self.tasks.unmet(task) if status == "completed" else []
         if unmet:
-            raise InvalidInput(f"task {task!r} cannot complete before its dependencies: {', '.join(unmet)}")
+            raise InvalidInput(f"task {show(task)} cannot complete before its dependencies: {', '.join(unmet)}")
         subtree = self.tasks.subtree(task)
         nodes = sorted({iri for t in subtree for iri in self.tasks.info(t).nodes})
         return {"tasks": subtree, "nodes": nodes}

@@ -50,7 +50,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from gliding_actors.errors import CycleError, InvalidInput
+from gliding_actors.errors import CycleError, InvalidInput, show
 from gliding_actors.l0 import is_valid_iri, is_valid_label
 
 __all__ = ["TASK_FINAL_STATUSES", "TASK_STATUSES", "TaskCompletion", "TaskDAG", "TaskInfo"]
@@ -131,7 +131,7 @@ class TaskDAG:
         if parent is not None:
             _check_id(parent, "parent")
         if task in self._tasks:
-            raise InvalidInput(f"task {task!r} already exists")
+            raise InvalidInput(f"task {show(task)} already exists")
         if parent == task or task in deps:
             raise CycleError(f"task {task!r} cannot come after itself")
         if parent is not None:
@@ -161,7 +161,7 @@ class TaskDAG:
             return
         if node.status != "pending":
             raise InvalidInput(
-                f"task {task!r} is already {node.status}; it takes no new dependencies"
+                f"task {show(task)} is already {node.status}; it takes no new dependencies"
             )
         path = self._path(task, on)
         if path is not None:
@@ -180,7 +180,7 @@ class TaskDAG:
         items = list(iris)
         for iri in items:
             if not is_valid_iri(iri):
-                raise InvalidInput(f"not an IRI: {iri!r}")
+                raise InvalidInput(f"not an IRI: {show(iri)}")
         self._get(task).nodes.update(items)
 
     def complete(self, task: str, status: str = "completed") -> TaskCompletion:
@@ -193,16 +193,16 @@ class TaskDAG:
         _check_id(task, "task")
         if status not in TASK_FINAL_STATUSES:
             raise InvalidInput(
-                f"a task finishes as {' or '.join(TASK_FINAL_STATUSES)}, not {status!r}"
+                f"a task finishes as {' or '.join(TASK_FINAL_STATUSES)}, not {show(status)}"
             )
         node = self._get(task)
         if node.status != "pending":
-            raise InvalidInput(f"task {task!r} is already {node.status}")
+            raise InvalidInput(f"task {show(task)} is already {node.status}")
         if status == "completed":
             unmet = self.unmet(task)
             if unmet:
                 raise InvalidInput(
-                    f"task {task!r} cannot complete before its dependencies: {', '.join(unmet)}"
+                    f"task {show(task)} cannot complete before its dependencies: {', '.join(unmet)}"
                 )
         before = set(self.ready())
         node.status = status
@@ -230,8 +230,8 @@ class TaskDAG:
             )
             if outside:
                 raise InvalidInput(
-                    f"cannot release {task!r}: {', '.join(outside)} still wait(s) for "
-                    f"{name!r} ({node.status})"
+                    f"cannot release {show(task)}: {', '.join(outside)} still wait(s) for "
+                    f"{show(name)} ({node.status})"
                 )
         self._remove(doomed)
         return sorted(doomed)
@@ -358,7 +358,7 @@ class TaskDAG:
     def _get(self, task: str) -> _Task:
         node = self._tasks.get(task)
         if node is None:
-            raise InvalidInput(f"unknown task {task!r}")
+            raise InvalidInput(f"unknown task {show(task)}")
         return node
 
     def _lineage(self, task: str) -> list[str]:
@@ -423,7 +423,7 @@ class TaskDAG:
 def _check_id(value: object, what: str) -> None:
     if not is_valid_label(value):
         raise InvalidInput(
-            f"{what} is a task id (a non-empty string without control characters), not {value!r}"
+            f"{what} is a task id (a non-empty string without control characters), not {show(value)}"
         )
 
 
@@ -431,7 +431,7 @@ def _check_ids(values: Iterable[object]) -> list[str]:
     try:
         items = list(values)
     except TypeError:
-        raise InvalidInput(f"depends_on is a list of task ids, not {values!r}") from None
+        raise InvalidInput(f"depends_on is a list of task ids, not {show(values)}") from None
     for value in items:
         _check_id(value, "a dependency")
     return [str(v) for v in items]

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple, Self
 
 import pyoxigraph as ox
 
-from gliding_actors.errors import InvalidInput, PermissionDenied, StorageError
+from gliding_actors.errors import InvalidInput, PermissionDenied, StorageError, show
 from gliding_actors.l2._jsonld import GRAPH_BASE, VOCAB, graph_iri, to_quads, triples_to_jsonld
 
 __all__ = ["QUERY_PREFIXES", "BindingValue", "GraphNode", "GraphStore"]
@@ -145,7 +145,7 @@ def _named(iri: object, what: str) -> ox.NamedNode:
     try:
         return ox.NamedNode(iri)
     except ValueError as exc:
-        raise InvalidInput(f"invalid {what} {iri!r}: {exc}", path=(what,)) from None
+        raise InvalidInput(f"invalid {what} {show(iri)}: {exc}", path=(what,)) from None
 
 
 def _binding_term(name: str, value: object) -> ox.NamedNode | ox.Literal:
@@ -208,7 +208,7 @@ def _substitutions(bindings: Mapping[str, BindingValue] | None) -> dict[ox.Varia
         try:
             variable = ox.Variable(bare)
         except ValueError:
-            raise InvalidInput(f"invalid variable name {name!r}", path=("bindings", name)) from None
+            raise InvalidInput(f"invalid variable name {show(name)}", path=("bindings", name)) from None
         out[variable] = _binding_term(name, value)
     return out
 
@@ -389,7 +389,7 @@ class GraphStore:
         _named(iri, "iri")
         graph_node = self.graph_node(graph)
         if type(version) is not int or version < 0:
-            raise InvalidInput(f"version must be an int >= 0, not {version!r}", path=("version",))
+            raise InvalidInput(f"version must be an int >= 0, not {show(version)}", path=("version",))
         kept_tags = _tags(tags)
         old = self._nodes.get(iri)
         if old is not None and version < old.version:

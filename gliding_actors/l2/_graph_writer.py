@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from gliding_actors.errors import GlidingError, InvalidInput
+from gliding_actors.errors import GlidingError, InvalidInput, show
 from gliding_actors.l2._graph import GraphStore
 from gliding_actors.runtime import Context
 
@@ -95,7 +95,7 @@ class GraphWriter:
             return None
         if kind == "graph.applied":
             return dict(self._tally)
-        raise InvalidInput(f"the graph writer takes {PUTS!r}, {FENCE!r} (from an actor) and 'graph.applied', not {kind!r}")
+        raise InvalidInput(f"the graph writer takes {show(PUTS)}, {show(FENCE)} (from an actor) and 'graph.applied', not {show(kind)}")
 
     def _apply(self, nodes: list[GraphPut]) -> None:
         failure: GlidingError | None = None
@@ -129,5 +129,5 @@ def _checked(nodes: Any) -> list[GraphPut]:
             and all(isinstance(tag, str) for tag in put[4])
         )
         if not ok:
-            raise InvalidInput(f"{PUTS}: put {n} is not [iri, value|None, graph, version, tags]: {put!r}", path=("nodes", n))
+            raise InvalidInput(f"{PUTS}: put {n} is not [iri, value|None, graph, version, tags]: {show(put)}", path=("nodes", n))
     return nodes

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 
 __all__ = [
     "DEFAULT_CONTEXT",
@@ -77,7 +77,7 @@ def graph_iri(name: str) -> str:
     """
     if type(name) is not str or _LABEL.match(name) is None:
         raise InvalidInput(
-            f"invalid named graph {name!r}: need non-empty text without control characters",
+            f"invalid named graph {show(name)}: need non-empty text without control characters",
             path=("graph",),
         )
     return GRAPH_BASE + quote(name, safe="")
@@ -122,7 +122,7 @@ def _document(iri: str, value: dict[str, Any], graph: str) -> str:
                 ox.NamedNode(node_id)
             except ValueError as exc:
                 raise InvalidInput(
-                    f"@id {node_id!r} is not an absolute IRI: {exc}", path=("value", "@id")
+                    f"@id {show(node_id)} is not an absolute IRI: {exc}", path=("value", "@id")
                 ) from None
     elif graph:
         inner["@id"] = iri

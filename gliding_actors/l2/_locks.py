@@ -69,7 +69,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from gliding_actors.errors import ConflictError, DeadlockError, InvalidInput
+from gliding_actors.errors import ConflictError, DeadlockError, InvalidInput, show
 from gliding_actors.l0 import is_valid_label
 
 __all__ = [
@@ -261,9 +261,9 @@ class LockManager:
 
     def __init__(self, lease_s: float = DEFAULT_LEASE_S) -> None:
         if isinstance(lease_s, bool) or not isinstance(lease_s, (int, float)):
-            raise InvalidInput(f"lease_s must be a number, not {lease_s!r}")
+            raise InvalidInput(f"lease_s must be a number, not {show(lease_s)}")
         if not (0 < lease_s < math.inf):
-            raise InvalidInput(f"lease_s must be positive and finite, not {lease_s!r}")
+            raise InvalidInput(f"lease_s must be positive and finite, not {show(lease_s)}")
         self._lease_s = float(lease_s)
         self._now: float | None = None
         self._last_token = 0
@@ -321,7 +321,7 @@ class LockManager:
             )
         queue = self._queues.get(resource, ())
         if any(w.agent == agent for w in queue):
-            raise InvalidInput(f"agent {agent!r} is already waiting for {resource!r}")
+            raise InvalidInput(f"agent {show(agent)} is already waiting for {show(resource)}")
         if not queue and self._fits(resource, agent, mode):
             lease = self._grant(agent, resource, mode)
             return Granted(
@@ -389,7 +389,7 @@ class LockManager:
     def cancel(self, wait_id: int, *, now: float) -> Effects:
         """Withdraw a queued request (unknown or already answered: nothing happens)."""
         if isinstance(wait_id, bool) or not isinstance(wait_id, int):
-            raise InvalidInput(f"a wait id is an integer, not {wait_id!r}")
+            raise InvalidInput(f"a wait id is an integer, not {show(wait_id)}")
         self._advance(now)
         wait = self._waits.get(wait_id)
         if wait is not None:
@@ -419,7 +419,7 @@ class LockManager:
         """
         _check_resource(resource)
         if isinstance(token, bool) or not isinstance(token, int) or token < 1:
-            raise InvalidInput(f"a fencing token is a positive integer, not {token!r}")
+            raise InvalidInput(f"a fencing token is a positive integer, not {show(token)}")
         if token > self._last_token:
             raise InvalidInput(f"fencing token {token} was never issued")
         fence = self._fences.get(resource, 0)
@@ -511,7 +511,7 @@ class LockManager:
     def _advance(self, now: float) -> None:
         """Apply every lease expiry and wait time-out due by ``now``, in time order."""
         if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
-            raise InvalidInput(f"now must be a finite number of seconds, not {now!r}")
+            raise InvalidInput(f"now must be a finite number of seconds, not {show(now)}")
         now = float(now)
         if self._now is not None and now < self._now:
             now = self._now
@@ -675,25 +675,25 @@ def _without(data: dict[str, Any], *keys: str) -> dict[str, Any]:
 def _check_agent(agent: object) -> None:
     if not is_valid_label(agent):
         raise InvalidInput(
-            f"an agent id is a non-empty string without control characters, not {agent!r}"
+            f"an agent id is a non-empty string without control characters, not {show(agent)}"
         )
 
 
 def _check_resource(resource: object) -> None:
     if not is_valid_label(resource):
         raise InvalidInput(
-            f"a lock resource is a non-empty string without control characters, not {resource!r}"
+            f"a lock resource is a non-empty string without control characters, not {show(resource)}"
         )
 
 
 def _check_mode(mode: object) -> None:
     if not isinstance(mode, str) or mode not in _RANK:
-        raise InvalidInput(f"unknown lock mode {mode!r} (modes: {', '.join(MODES)})")
+        raise InvalidInput(f"unknown lock mode {show(mode)} (modes: {', '.join(MODES)})")
 
 
 def _check_timeout(timeout_s: object) -> float:
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
-        raise InvalidInput(f"timeout_s must be a number of seconds, not {timeout_s!r}")
+        raise InvalidInput(f"timeout_s must be a number of seconds, not {show(timeout_s)}")
     if math.isnan(timeout_s) or timeout_s < 0:
-        raise InvalidInput(f"timeout_s must be 0 or more, not {timeout_s!r}")
+        raise InvalidInput(f"timeout_s must be 0 or more, not {show(timeout_s)}")
     return float(timeout_s)

@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gliding_actors.roles import ROLES
-from gliding_actors.errors import ConfigError, InvalidInput, PermissionDenied
+from gliding_actors.errors import ConfigError, InvalidInput, PermissionDenied, show
 from gliding_actors.l0 import is_valid_label
+from gliding_actors.roles import ROLES
 
 __all__ = [
     "ACTIONS",
@@ -239,13 +239,13 @@ class PermissionMatrix:
 
 def _check_role(role: object) -> None:
     if role not in ROLES:
-        raise InvalidInput(f"unknown role {role!r} (roles: {', '.join(ROLES)})")
+        raise InvalidInput(f"unknown role {show(role)} (roles: {', '.join(ROLES)})")
 
 
 def _check_graph(graph: object) -> str:
     if not is_valid_label(graph) or graph == ANY_GRAPH:
         raise InvalidInput(
-            f"a graph name is a non-empty string without control characters, not {graph!r}"
+            f"a graph name is a non-empty string without control characters, not {show(graph)}"
         )
     assert isinstance(graph, str)
     return graph
@@ -253,7 +253,7 @@ def _check_graph(graph: object) -> str:
 
 def _action_letter(action: object) -> str:
     if not isinstance(action, str) or action not in _LETTER:
-        raise InvalidInput(f"unknown action {action!r} (actions: {', '.join(ACTIONS)})")
+        raise InvalidInput(f"unknown action {show(action)} (actions: {', '.join(ACTIONS)})")
     return _LETTER[action]
 
 

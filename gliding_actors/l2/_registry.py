@@ -40,7 +40,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 
 __all__ = ["LineGraphs"]
 
@@ -52,7 +52,7 @@ class LineGraphs:
 
     def __init__(self, default_graph: str) -> None:
         if not isinstance(default_graph, str) or not default_graph:
-            raise InvalidInput(f"the default graph is a non-empty string, not {default_graph!r}")
+            raise InvalidInput(f"the default graph is a non-empty string, not {show(default_graph)}")
         self._default_graph = default_graph
         self._graphs: dict[str, str] = {}
         self._versions: dict[str, int] = {}

@@ -27,7 +27,7 @@ from typing import Any
 import pyoxigraph as ox
 
 from gliding_actors import errors
-from gliding_actors.errors import ActorCrashed, GlidingError, InvalidInput
+from gliding_actors.errors import ActorCrashed, GlidingError, InvalidInput, show
 from gliding_actors.l1._tokens import TokenCounter, get_counter
 from gliding_actors.l2._jsonld import VOCAB
 from gliding_actors.l3._frames import PREFIXES, Frame
@@ -70,11 +70,11 @@ def run_frame(query: Query, frame: Frame, budget: int | None, counter: TokenCoun
         # (gathered here, or loaded from N-Quads in a framer), and a projection must not.
         triples = sorted(constructed, key=str)
     except (SyntaxError, RuntimeError, ValueError, TypeError, OSError) as exc:
-        raise InvalidInput(f"frame {frame.name!r} failed: {exc}") from None
+        raise InvalidInput(f"frame {show(frame.name)} failed: {exc}") from None
     try:
         nodes = frame_nodes(to_jsonld_nodes(triples), frame.frame, frame.priority)
     except Exception as exc:  # noqa: BLE001 - pyld raises its own errors; the caller gets a typed one
-        raise InvalidInput(f"frame {frame.name!r}: JSON-LD framing failed: {exc}") from None
+        raise InvalidInput(f"frame {show(frame.name)}: JSON-LD framing failed: {exc}") from None
 
     def summaries() -> dict[str, str]:
         out: dict[str, str] = {}
@@ -143,7 +143,7 @@ class Framer:
     def receive(self, message: Any, ctx: Context) -> Any:
         kind = message.get("t") if isinstance(message, dict) else None
         if kind != FRAME or ctx.sender is None:
-            raise InvalidInput(f"an L3 framer takes {FRAME!r} jobs from its worker, not {message!r}")
+            raise InvalidInput(f"an L3 framer takes {show(FRAME)} jobs from its worker, not {show(message)}")
         job = message.get("id")
         try:
             nquads = message.get("nquads")

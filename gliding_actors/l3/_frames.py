@@ -32,7 +32,7 @@ from typing import Any
 
 import pyoxigraph as ox
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l2._graph import _refuse_network
 from gliding_actors.l2._jsonld import VOCAB
 from gliding_actors.l3._ontology import L3, LINK_PROPERTIES
@@ -74,7 +74,7 @@ def default_frame(role: str) -> str:
     try:
         return ROLE_FRAMES[role]
     except KeyError:
-        raise InvalidInput(f"unknown role {role!r}; roles are {', '.join(ROLE_FRAMES)}") from None
+        raise InvalidInput(f"unknown role {show(role)}; roles are {', '.join(ROLE_FRAMES)}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,25 +96,25 @@ class Frame:
 
 def _check_sparql(name: str, sparql: object) -> str:
     if not isinstance(sparql, str) or not sparql.strip():
-        raise InvalidInput(f"frame {name!r}: the SPARQL is a non-empty string", path=("sparql",))
+        raise InvalidInput(f"frame {show(name)}: the SPARQL is a non-empty string", path=("sparql",))
     _refuse_network(sparql, ("SERVICE",))
     try:
         result = ox.Store().query(sparql, prefixes=PREFIXES)
     except SyntaxError as exc:
-        raise InvalidInput(f"frame {name!r}: invalid SPARQL: {exc}", path=("sparql",)) from None
+        raise InvalidInput(f"frame {show(name)}: invalid SPARQL: {exc}", path=("sparql",)) from None
     except (RuntimeError, ValueError, TypeError, OSError) as exc:
-        raise InvalidInput(f"frame {name!r}: SPARQL refused: {exc}", path=("sparql",)) from None
+        raise InvalidInput(f"frame {show(name)}: SPARQL refused: {exc}", path=("sparql",)) from None
     if type(result) is not ox.QueryTriples:
-        raise InvalidInput(f"frame {name!r}: the SPARQL must be a CONSTRUCT query", path=("sparql",))
+        raise InvalidInput(f"frame {show(name)}: the SPARQL must be a CONSTRUCT query", path=("sparql",))
     return sparql
 
 
 def _names(value: object, what: str, frame: str) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, Iterable):
-        raise InvalidInput(f"frame {frame!r}: {what} is a list of names, not {value!r}", path=(what,))
+        raise InvalidInput(f"frame {show(frame)}: {what} is a list of names, not {show(value)}", path=(what,))
     out = tuple(value)
     if not all(isinstance(v, str) and v for v in out):
-        raise InvalidInput(f"frame {frame!r}: {what} holds non-empty strings only", path=(what,))
+        raise InvalidInput(f"frame {show(frame)}: {what} holds non-empty strings only", path=(what,))
     return out
 
 
@@ -133,13 +133,13 @@ def build_frame(
     if not isinstance(name, str) or _NAME.match(name) is None:
         raise InvalidInput(
             f"a frame name is 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit, "
-            f"not {name!r}",
+            f"not {show(name)}",
             path=("name",),
         )
     if not isinstance(description, str):
-        raise InvalidInput(f"frame {name!r}: description is a string", path=("description",))
+        raise InvalidInput(f"frame {show(name)}: description is a string", path=("description",))
     if type(live) is not bool:
-        raise InvalidInput(f"frame {name!r}: live is true or false", path=("live",))
+        raise InvalidInput(f"frame {show(name)}: live is true or false", path=("live",))
     checked_sparql = _check_sparql(name, sparql)
     checked_frame = check_frame(name, frame)
     return Frame(
@@ -418,7 +418,7 @@ class FrameRegistry:
         """The frame called ``name``; :class:`InvalidInput` naming the known ones otherwise."""
         frame = self._frames.get(name) if isinstance(name, str) else None
         if frame is None:
-            raise InvalidInput(f"unknown frame {name!r}; frames are {', '.join(sorted(self._frames))}")
+            raise InvalidInput(f"unknown frame {show(name)}; frames are {', '.join(sorted(self._frames))}")
         return frame
 
     def names(self) -> list[str]:
@@ -447,6 +447,6 @@ class FrameRegistry:
         )
         with self._lock:
             if built.name in self._frames:
-                raise InvalidInput(f"a frame called {built.name!r} exists already", path=("name",))
+                raise InvalidInput(f"a frame called {show(built.name)} exists already", path=("name",))
             self._frames[built.name] = built
         return built

@@ -389,7 +389,7 @@ class ProjectionWorker:
             self._framed(message, ctx)
             return None
         if kind != "project" or ctx.sender is not None:
-            raise InvalidInput(f"an L3 worker computes {{'t': 'project'}} requests, not {message!r}")
+            raise InvalidInput(f"an L3 worker computes {{'t': 'project'}} requests, not {show(message)}")
         if self._framer is None:
             return self._service.compute(message)
         job = self._service.gather(message)
@@ -444,4 +444,4 @@ class ViewsActor:
             return None
         if message.get("t") == "stats":
             return self._views.stats()
-        raise InvalidInput(f"unknown L3 view request {message!r}")
+        raise InvalidInput(f"unknown L3 view request {show(message)}")

@@ -34,7 +34,7 @@ import orjson
 import pyoxigraph as ox
 from pyld import jsonld  # type: ignore[import-untyped]
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l1._tokens import TokenCounter
 from gliding_actors.l2._jsonld import DEFAULT_CONTEXT, GENID_BASE, triples_to_jsonld
 
@@ -77,15 +77,15 @@ def check_frame(name: str, frame: object) -> dict[str, Any]:
     remote ``@context`` or a malformed keyword fails here, at registration.
     """
     if not isinstance(frame, Mapping):
-        raise InvalidInput(f"frame {name!r}: the JSON-LD frame is an object, not {frame!r}", path=("frame",))
+        raise InvalidInput(f"frame {show(name)}: the JSON-LD frame is an object, not {show(frame)}", path=("frame",))
     try:
         private: dict[str, Any] = json.loads(json.dumps(frame, allow_nan=False))
     except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: a deep frame (fuzzing found it)
-        raise InvalidInput(f"frame {name!r}: the JSON-LD frame is not JSON: {exc}", path=("frame",)) from None
+        raise InvalidInput(f"frame {show(name)}: the JSON-LD frame is not JSON: {exc}", path=("frame",)) from None
     try:
         jsonld.frame({"@context": dict(DEFAULT_CONTEXT), "@graph": []}, {**private, "@context": _context_of(private)}, dict(_OPTIONS))
     except Exception as exc:  # noqa: BLE001 - pyld raises JsonLdError and plain errors alike
-        raise InvalidInput(f"frame {name!r}: invalid JSON-LD frame: {_pyld_message(exc)}", path=("frame",)) from None
+        raise InvalidInput(f"frame {show(name)}: invalid JSON-LD frame: {_pyld_message(exc)}", path=("frame",)) from None
     return private
 
 

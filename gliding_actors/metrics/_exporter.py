@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Self
 
-from gliding_actors.errors import ActorUnavailable, InvalidInput
+from gliding_actors.errors import ActorUnavailable, InvalidInput, show
 
 if TYPE_CHECKING:
     from gliding_actors.system import MemorySystem
@@ -177,9 +177,9 @@ def serve(system: MemorySystem, port: int = 0, addr: str = "127.0.0.1", *, timeo
     asks one scrape makes (the runtime's ask timeout when None).
     """
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise InvalidInput(f"metrics port is an integer 0..65535 (0: any free port), not {port!r}")
+        raise InvalidInput(f"metrics port is an integer 0..65535 (0: any free port), not {show(port)}")
     if not isinstance(addr, str) or not addr:
-        raise InvalidInput(f"metrics addr is a host address such as '127.0.0.1', not {addr!r}")
+        raise InvalidInput(f"metrics addr is a host address such as '127.0.0.1', not {show(addr)}")
     if system.closed:
         raise ActorUnavailable("the memory system is closed")
     try:

@@ -10,8 +10,14 @@ pykka (or ray).
 from __future__ import annotations
 
 from gliding_actors.clock import Clock, VirtualClock
-from gliding_actors.errors import InvalidInput
-from gliding_actors.runtime._future import BaseFuture, ChainedFuture, CompletedFuture, GatheredFuture, MappedFuture
+from gliding_actors.errors import InvalidInput, show
+from gliding_actors.runtime._future import (
+    BaseFuture,
+    ChainedFuture,
+    CompletedFuture,
+    GatheredFuture,
+    MappedFuture,
+)
 from gliding_actors.runtime._interface import (
     DEFERRED,
     DRIVER_ONLY,
@@ -87,4 +93,4 @@ def create_runtime(
         from gliding_actors.runtime._ray import RayRuntime
 
         return RayRuntime(address, clock=clock, ask_timeout_s=ask_timeout_s)
-    raise InvalidInput(f"unknown runtime {kind!r}; choose one of: {', '.join((*BACKENDS, 'ray'))}")
+    raise InvalidInput(f"unknown runtime {show(kind)}; choose one of: {', '.join((*BACKENDS, 'ray'))}")

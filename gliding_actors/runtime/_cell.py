@@ -15,8 +15,15 @@ from collections.abc import Callable
 from typing import Any
 
 from gliding_actors.clock import Clock
-from gliding_actors.errors import ActorCrashed, ActorUnavailable, GlidingError, InvalidInput
-from gliding_actors.runtime._interface import DEFERRED, DRIVER_ONLY, IN_DRIVER, Behaviour, Message, ReplyToken
+from gliding_actors.errors import ActorCrashed, ActorUnavailable, GlidingError, InvalidInput, show
+from gliding_actors.runtime._interface import (
+    DEFERRED,
+    DRIVER_ONLY,
+    IN_DRIVER,
+    Behaviour,
+    Message,
+    ReplyToken,
+)
 
 __all__ = ["Cell", "Effects", "check_actor_name", "check_in_process_placement", "describe_exception"]
 
@@ -24,7 +31,7 @@ __all__ = ["Cell", "Effects", "check_actor_name", "check_in_process_placement", 
 def check_actor_name(name: object) -> None:
     """Actor names are non-empty strings; a leading '@' is reserved for the runtime."""
     if not isinstance(name, str) or not name or name.startswith("@"):
-        raise InvalidInput(f"actor names are non-empty strings not starting with '@': {name!r}")
+        raise InvalidInput(f"actor names are non-empty strings not starting with '@': {show(name)}")
 
 
 def check_in_process_placement(placement: object, backend: str) -> None:
@@ -32,8 +39,8 @@ def check_in_process_placement(placement: object, backend: str) -> None:
     IN_DRIVER / DRIVER_ONLY; a node id is refused rather than silently ignored."""
     if placement is not None and placement not in (IN_DRIVER, DRIVER_ONLY):
         raise InvalidInput(
-            f"the {backend} runtime runs every actor in this process; placement {placement!r} "
-            f"(a node) needs runtime='ray' (None, {IN_DRIVER!r} or {DRIVER_ONLY!r} are accepted)"
+            f"the {backend} runtime runs every actor in this process; placement {show(placement)} "
+            f"(a node) needs runtime='ray' (None, {show(IN_DRIVER)} or {show(DRIVER_ONLY)} are accepted)"
         )
 
 

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from gliding_actors.errors import InvalidInput, Timeout
+from gliding_actors.errors import InvalidInput, Timeout, show
 
 __all__ = ["BaseFuture", "ChainedFuture", "CompletedFuture", "GatheredFuture", "MappedFuture", "ThreadFuture"]
 
@@ -80,8 +80,9 @@ def wait_bound(timeout: object) -> float | None:
     bad timeout never reaches the thread library as a TypeError or OverflowError.
     """
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or math.isnan(timeout) or timeout < 0:
-        raise InvalidInput(f"a timeout is a number of seconds >= 0 (inf: no limit), not {timeout!r}"[:200])
-    return None if math.isinf(timeout) else float(timeout)
+        raise InvalidInput(f"a timeout is a number of seconds >= 0 (inf: no limit), not {show(timeout)}"[:200])
+    # beyond what the platform's waits can count (about 292 years): no limit, like inf
+    return None if timeout >= threading.TIMEOUT_MAX else float(timeout)
 
 
 class ThreadFuture(BaseFuture[T]):

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gliding_actors.clock import Clock, SystemClock, VirtualClock
-from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput, Timeout
+from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput, Timeout, show
 from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, describe_exception
 from gliding_actors.runtime._future import ThreadFuture
 from gliding_actors.runtime._interface import (
@@ -335,7 +335,7 @@ class RayRuntime:
             if self._closed:
                 raise ActorUnavailable("the runtime is shut down")
             if name in self._local:
-                raise InvalidInput(f"an actor named {name!r} is already running (in this driver)")
+                raise InvalidInput(f"an actor named {show(name)} is already running (in this driver)")
         if placement in (IN_DRIVER, DRIVER_ONLY):
             return self._spawn_in_driver(
                 name, factory, supervisor=supervisor, restart=restart, relayed=placement == IN_DRIVER
@@ -380,11 +380,11 @@ class RayRuntime:
                 with self._lock:
                     stopped = name in self._dead
                 if not stopped or time.monotonic() > deadline:
-                    raise InvalidInput(f"an actor named {name!r} is already running: {exc}") from exc
+                    raise InvalidInput(f"an actor named {show(name)} is already running: {exc}") from exc
                 self._kill_by_name(name)
                 time.sleep(0.05)
             except Exception as exc:  # pickling the factory failed: say what could not be sent
-                raise InvalidInput(f"actor {name!r} cannot be sent to Ray: {describe_exception(exc)}") from exc
+                raise InvalidInput(f"actor {show(name)} cannot be sent to Ray: {describe_exception(exc)}") from exc
 
     def _spawn_in_driver(
         self, name: str, factory: Callable[[], Behaviour], *, supervisor: str | None, restart: bool, relayed: bool

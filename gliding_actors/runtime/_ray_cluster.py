@@ -51,7 +51,7 @@ import threading
 from types import TracebackType
 from typing import Any, Self
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.runtime._ray_harness import LocalRayCluster
 from gliding_actors.runtime._ray_node import INSTALL_HINT, NODE_LAUNCHER, import_ray
 from gliding_actors.runtime._ray_ports import NodePorts, ray_client_installed
@@ -184,7 +184,7 @@ def connect(
     elif isinstance(cluster, str) and cluster:
         address = cluster
     else:
-        raise InvalidInput(f"connect takes a LocalRayCluster or an address, not {cluster!r}")
+        raise InvalidInput(f"connect takes a LocalRayCluster or an address, not {show(cluster)}")
     if ray.is_initialized():
         raise InvalidInput("this process is already connected to Ray: close that connection first")
     env = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}

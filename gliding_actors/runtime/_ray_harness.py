@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Self
 
 from gliding_actors.clock import Clock, SystemClock
-from gliding_actors.errors import ActorUnavailable, InvalidInput, Timeout
+from gliding_actors.errors import ActorUnavailable, InvalidInput, Timeout, show
 from gliding_actors.runtime._ray_node import (
     NO_OUTSIDE_HTTP_ENV,
     NODE_HEALTH_ENV,
@@ -109,12 +109,12 @@ class LocalRayCluster:
         ray_start_args: Sequence[str] = (),
     ) -> None:
         if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-            raise InvalidInput(f"nodes must be an int >= 1, not {nodes!r}", path=("nodes",))
+            raise InvalidInput(f"nodes must be an int >= 1, not {show(nodes)}", path=("nodes",))
         try:
             ipaddress.ip_address(host)
         except ValueError:
             raise InvalidInput(
-                f"host must be an IP address literal, not {host!r}", path=("host",)
+                f"host must be an IP address literal, not {show(host)}", path=("host",)
             ) from None
         if (
             isinstance(cpus_per_node, bool)
@@ -122,7 +122,7 @@ class LocalRayCluster:
             or cpus_per_node < 0
         ):
             raise InvalidInput(
-                f"cpus_per_node must be an int >= 0, not {cpus_per_node!r}", path=("cpus_per_node",)
+                f"cpus_per_node must be an int >= 0, not {show(cpus_per_node)}", path=("cpus_per_node",)
             )
         if (
             isinstance(object_store_mb, bool)
@@ -130,7 +130,7 @@ class LocalRayCluster:
             or object_store_mb < _MIN_OBJECT_STORE_MB
         ):
             raise InvalidInput(
-                f"object_store_mb must be an int >= {_MIN_OBJECT_STORE_MB} (Ray's minimum), not {object_store_mb!r}",
+                f"object_store_mb must be an int >= {_MIN_OBJECT_STORE_MB} (Ray's minimum), not {show(object_store_mb)}",
                 path=("object_store_mb",),
             )
         if not timeout_s > 0 or not stop_grace_s >= 0:
@@ -147,7 +147,7 @@ class LocalRayCluster:
             isinstance(arg, str) for arg in ray_start_args
         ):
             raise InvalidInput(
-                f"ray_start_args must be a sequence of strings, not {ray_start_args!r}",
+                f"ray_start_args must be a sequence of strings, not {show(ray_start_args)}",
                 path=("ray_start_args",),
             )
         parent = Path(temp_dir) if temp_dir is not None else Path("/tmp")
@@ -287,7 +287,7 @@ class LocalRayCluster:
             or not 0 <= index < len(self._nodes)
         ):
             raise InvalidInput(
-                f"no node {index!r}: the cluster has {len(self._nodes)}", path=("index",)
+                f"no node {show(index)}: the cluster has {len(self._nodes)}", path=("index",)
             )
         return self._nodes[index]
 

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from gliding_actors.clock import VirtualClock
-from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput, Timeout
+from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput, Timeout, show
 from gliding_actors.runtime._cell import (
     Cell,
     Effects,
@@ -173,7 +173,7 @@ class Simulator:
             raise ActorUnavailable("the simulator is shut down")
         existing = self._cells.get(name)
         if existing is not None and existing.alive:
-            raise InvalidInput(f"an actor named {name!r} is already running")
+            raise InvalidInput(f"an actor named {show(name)} is already running")
         cell = Cell(name, factory, self._clock, supervisor=supervisor, restart=restart)
         self._cells[name] = cell
         self._open[name] = set()

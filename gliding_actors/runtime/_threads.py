@@ -21,7 +21,7 @@ from typing import Any
 import pykka
 
 from gliding_actors.clock import Clock, SystemClock, VirtualClock
-from gliding_actors.errors import ActorUnavailable, InvalidInput, Timeout
+from gliding_actors.errors import ActorUnavailable, InvalidInput, Timeout, show
 from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, check_in_process_placement
 from gliding_actors.runtime._future import ThreadFuture
 from gliding_actors.runtime._interface import Behaviour, Message
@@ -132,7 +132,7 @@ class ThreadsRuntime:
             if self._closed:
                 raise ActorUnavailable("the runtime is shut down")
             if name in self._hosts and self._hosts[name][0].alive:
-                raise InvalidInput(f"an actor named {name!r} is already running")
+                raise InvalidInput(f"an actor named {show(name)} is already running")
             cell = Cell(name, factory, self._clock, supervisor=supervisor, restart=restart)
             self._open[name] = set()
             host = _PykkaHost.start(self, cell)

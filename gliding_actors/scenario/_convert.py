@@ -67,7 +67,7 @@ from typing import Any
 import jsonschema
 
 from gliding_actors.config import Config
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.scenario._model import FORMAT_V1
 from gliding_actors.scenario._opspecs import get_op_spec, op_specs
 from gliding_actors.scenario._record import TRACE_FORMAT
@@ -82,7 +82,7 @@ class ConvertOptions:
 
     def __init__(self, *, name: str | None = None, time_resolution: float = 1.0) -> None:
         if time_resolution < 0:
-            raise InvalidInput(f"time_resolution is >= 0 s, not {time_resolution!r}")
+            raise InvalidInput(f"time_resolution is >= 0 s, not {show(time_resolution)}")
         self.name = name
         self.time_resolution = time_resolution
 
@@ -108,14 +108,14 @@ def read_trace(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         lines.append(data)
     if not lines or lines[0].get("format") != TRACE_FORMAT:
         found = lines[0].get("format") if lines else None
-        raise InvalidInput(f"{path}:1: not a trace: the header must name format {TRACE_FORMAT!r}, found {found!r}")
+        raise InvalidInput(f"{path}:1: not a trace: the header must name format {show(TRACE_FORMAT)}, found {show(found)}")
     _check_fields(path, 1, lines[0], _HEADER_FIELDS)
     for number, line in enumerate(lines[1:], 2):
         kind = line.get("kind")
         if kind == "op" and not (isinstance(line.get("issued"), int) and isinstance(line.get("args"), dict)):
             raise InvalidInput(f"{path}: op line {number} lacks 'issued' or 'args'")
         if kind not in ("op", "agent"):
-            raise InvalidInput(f"{path}: line {number} has unknown kind {kind!r}")
+            raise InvalidInput(f"{path}: line {number} has unknown kind {show(kind)}")
         _check_fields(path, number, line, _OP_FIELDS if kind == "op" else _AGENT_FIELDS)
         if kind == "op" and not line.get("pending") and not _is_int(line.get("completed")):
             raise InvalidInput(f"{path}: op line {number} lacks 'completed' (and is not pending)")
@@ -163,7 +163,7 @@ def _check_fields(
     for key, (what, ok) in fields.items():
         if key in line or key in required:
             if not ok(line.get(key)):
-                raise InvalidInput(f"{path}: line {number}: {key!r} must be {what}, not {line.get(key)!r}")
+                raise InvalidInput(f"{path}: line {number}: {show(key)} must be {what}, not {line.get(key)!r}")
 
 
 def has_op_spec(name: str) -> bool:
@@ -392,7 +392,7 @@ def convert_trace(
                 # The recorded answer is foreign data: in a hand-edited trace it may
                 # not have the shape this op answers (fuzzing found len() of an int).
                 raise InvalidInput(
-                    f"op {entry['issued']} ({op}): the recorded result is not the shape {op} answers: {exc!r}"
+                    f"op {entry['issued']} ({op}): the recorded result is not the shape {op} answers: {show(exc)}"
                 ) from None
             if expect:
                 step["expect"] = expect

@@ -93,7 +93,14 @@ def _write(path: str, text: str) -> None:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from gliding_actors.skills import SKILL_GRAPH, Keyring, Skill, load_skill_file, store_skill, verify_skill
+    from gliding_actors.skills import (
+        SKILL_GRAPH,
+        Keyring,
+        Skill,
+        load_skill_file,
+        store_skill,
+        verify_skill,
+    )
 
     nodes = [load_skill_file(file) for file in args.files]  # all converted before anything is stored
     keyring = Keyring.load(args.keyring) if args.keyring else None
@@ -124,7 +131,13 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _sign(args: argparse.Namespace) -> int:
-    from gliding_actors.skills import load_private_key, load_skill_file, public_key_text, render_markdown, sign_skill
+    from gliding_actors.skills import (
+        load_private_key,
+        load_skill_file,
+        public_key_text,
+        render_markdown,
+        sign_skill,
+    )
 
     node = load_skill_file(args.file)
     key = load_private_key(args.key)

@@ -45,7 +45,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l0 import is_valid_iri
 from gliding_actors.skills._model import (
     ATOMIC,
@@ -451,7 +451,7 @@ def _check_representable(skill: Skill) -> None:
         if problem is not None:
             shown = ".".join(str(p) for p in path)
             raise InvalidInput(
-                f"skill {skill.iri}: field {shown!r} cannot be written as Markdown without changing it: {problem}",
+                f"skill {skill.iri}: field {show(shown)} cannot be written as Markdown without changing it: {problem}",
                 path=path,
             )
 
@@ -478,7 +478,7 @@ def render_markdown(node: dict[str, Any]) -> str:
     if back != node:
         key = next(k for k in (*node, *back) if node.get(k) != back.get(k))
         raise InvalidInput(
-            f"skill {skill.iri}: field {key!r} cannot be written as Markdown without changing it", path=(key,)
+            f"skill {skill.iri}: field {show(key)} cannot be written as Markdown without changing it", path=(key,)
         )
     return text
 

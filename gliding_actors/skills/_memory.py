@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l0 import is_valid_iri
 from gliding_actors.l1._tokens import TokenCounter
 from gliding_actors.skills._guard import Invocation, check_invocation
@@ -57,7 +57,7 @@ _ALTERNATIVES = "SELECT ?s ?a WHERE { { ?s ga:alternative ?a } UNION { ?a ga:alt
 
 def _iri(iri: object) -> str:
     if not isinstance(iri, str) or not is_valid_iri(iri):
-        raise InvalidInput(f"a skill IRI is scheme:rest without spaces, not {iri!r}")
+        raise InvalidInput(f"a skill IRI is scheme:rest without spaces, not {show(iri)}")
     return iri
 
 
@@ -150,7 +150,7 @@ def similar_skills(agent: Agent, iri: str, k: int = 5, *, timeout: float | None 
     """"Skills like this": a hybrid search (text, BM25, structure) for the skill's name, what and trigger,
     restricted to ``Skill`` nodes, the skill itself left out; best first."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise InvalidInput(f"k is an integer >= 1, not {k!r}")
+        raise InvalidInput(f"k is an integer >= 1, not {show(k)}")
     skill = read_skill(agent, iri, timeout=timeout)
     text = "\n".join((skill.name, skill.what, skill.trigger))
     hits = agent.search(text, k + 1, {"types": ["Skill"]}, timeout=timeout)["iris"]

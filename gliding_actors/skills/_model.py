@@ -35,7 +35,7 @@ from typing import Any, Final
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l0 import is_valid_iri
 from gliding_actors.l0._canonical import JSON_ERRORS, canonical
 
@@ -93,7 +93,7 @@ def check_key_id(key_id: object) -> str:
     """
     if type(key_id) is not str or _KEY_ID.match(key_id) is None:
         raise InvalidInput(
-            f"a key id is 1-128 characters of A-Za-z0-9._:@/+- starting with a letter or digit, not {key_id!r}",
+            f"a key id is 1-128 characters of A-Za-z0-9._:@/+- starting with a letter or digit, not {show(key_id)}",
             path=("signature", "keyId"),
         )
     return key_id
@@ -142,18 +142,18 @@ class Skill:
         unknown = sorted(set(node) - set(SKILL_KEYS), key=str)
         if unknown:
             raise InvalidInput(
-                f"a skill has no key {unknown[0]!r} (keys: {', '.join(SKILL_KEYS)})", path=(str(unknown[0]),)
+                f"a skill has no key {show(unknown[0])} (keys: {', '.join(SKILL_KEYS)})", path=(str(unknown[0]),)
             )
         missing = [key for key in SKILL_KEYS if key in _REQUIRED and key not in node]
         if missing:
-            raise InvalidInput(f"a skill needs {missing[0]!r}", path=(missing[0],))
+            raise InvalidInput(f"a skill needs {show(missing[0])}", path=(missing[0],))
         iri = node["@id"]
         if type(iri) is not str or not is_valid_iri(iri):
-            raise InvalidInput(f"a skill's @id is an IRI (scheme:rest), not {iri!r}", path=("@id",))
+            raise InvalidInput(f"a skill's @id is an IRI (scheme:rest), not {show(iri)}", path=("@id",))
         kind = next((k for k, types in KINDS.items() if node["@type"] == types), None)
         if kind is None:
             raise InvalidInput(
-                f"skill {iri}: @type is {KINDS[ATOMIC]!r} or {KINDS[COMPOSITE]!r}, not {node['@type']!r}",
+                f"skill {iri}: @type is {show(KINDS[ATOMIC])} or {show(KINDS[COMPOSITE])}, not {show(node['@type'])}",
                 path=("@type",),
             )
         name = _text(node, "name", iri, one_line=True)
@@ -202,7 +202,7 @@ def skill_node(
     the skill takes no input (:data:`NO_INPUT`).
     """
     if kind not in KINDS:
-        raise InvalidInput(f"a skill's kind is {ATOMIC!r} or {COMPOSITE!r}, not {kind!r}", path=("@type",))
+        raise InvalidInput(f"a skill's kind is {show(ATOMIC)} or {show(COMPOSITE)}, not {show(kind)}", path=("@type",))
     node: dict[str, Any] = {
         "@id": iri,
         "@type": list(KINDS[kind]),
@@ -228,7 +228,7 @@ def skill_node(
 def _text(node: dict[str, Any], key: str, iri: str, *, one_line: bool = False) -> str:
     value = node[key]
     if type(value) is not str or not value.strip():
-        raise InvalidInput(f"skill {iri}: {key} is non-empty text, not {value!r}", path=(key,))
+        raise InvalidInput(f"skill {iri}: {key} is non-empty text, not {show(value)}", path=(key,))
     if one_line and ("\n" in value or "\r" in value):
         raise InvalidInput(f"skill {iri}: {key} is one line", path=(key,))
     return value
@@ -245,10 +245,10 @@ def _steps(raw: object, iri: str) -> tuple[SkillStep, ...]:
                 f"skill {iri}: step {i + 1} is an object with exactly {sorted(_STEP_KEYS)}", path=where
             )
         if step["@type"] != STEP_TYPE:
-            raise InvalidInput(f"skill {iri}: step {i + 1} has @type {STEP_TYPE!r}", path=(*where, "@type"))
+            raise InvalidInput(f"skill {iri}: step {i + 1} has @type {show(STEP_TYPE)}", path=(*where, "@type"))
         if type(step["order"]) is not int or step["order"] != i + 1:
             raise InvalidInput(
-                f"skill {iri}: step {i + 1} has order {i + 1}, not {step['order']!r}", path=(*where, "order")
+                f"skill {iri}: step {i + 1} has order {i + 1}, not {show(step['order'])}", path=(*where, "order")
             )
         title, instructions = step["title"], step["instructions"]
         if type(title) is not str or not title.strip() or "\n" in title or "\r" in title:
@@ -291,7 +291,7 @@ def _links(node: dict[str, Any], key: str, iri: str) -> tuple[str, ...]:
     for i, link in enumerate(raw):
         target = link.get("@id") if type(link) is dict and set(link) == {"@id"} else None
         if type(target) is not str or not is_valid_iri(target):
-            raise InvalidInput(f"skill {iri}: {key}[{i}] is {{'@id': iri}}, not {link!r}", path=(key, i))
+            raise InvalidInput(f"skill {iri}: {key}[{i}] is {{'@id': iri}}, not {show(link)}", path=(key, i))
         if target in out:
             raise InvalidInput(f"skill {iri}: {key} names {target} twice", path=(key, i))
         out.append(target)
@@ -305,7 +305,7 @@ def _signature(raw: object, iri: str) -> str:
         )
     if raw["algorithm"] != SIGNATURE_ALGORITHM:
         raise InvalidInput(
-            f"skill {iri}: the signature algorithm is {SIGNATURE_ALGORITHM}, not {raw['algorithm']!r}",
+            f"skill {iri}: the signature algorithm is {SIGNATURE_ALGORITHM}, not {show(raw['algorithm'])}",
             path=("signature", "algorithm"),
         )
     if type(raw["value"]) is not str:

@@ -41,7 +41,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Final
 
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l1._tokens import TokenCounter, default_counter
 from gliding_actors.skills._model import Skill
 
@@ -152,17 +152,17 @@ def project_skill(
     skill = Skill.from_node(node)
     if level is None:
         if role not in ROLE_LEVELS:
-            raise InvalidInput(f"unknown role {role!r}; roles are {', '.join(ROLE_LEVELS)}")
+            raise InvalidInput(f"unknown role {show(role)}; roles are {', '.join(ROLE_LEVELS)}")
         level = ROLE_LEVELS[role]
     elif level not in BUDGETS:
-        raise InvalidInput(f"a projection level is one of {', '.join(LEVELS)}, not {level!r}")
+        raise InvalidInput(f"a projection level is one of {', '.join(LEVELS)}, not {show(level)}")
     budget = BUDGETS[level] if max_tokens is None else max_tokens
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise InvalidInput(f"max_tokens is an integer >= 1, not {max_tokens!r}")
+        raise InvalidInput(f"max_tokens is an integer >= 1, not {show(max_tokens)}")
     if step is not None and (
         level != "DA" or isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= len(skill.steps)
     ):
-        raise InvalidInput(f"step is a DA projection's step number, 1..{len(skill.steps)}, not {step!r}")
+        raise InvalidInput(f"step is a DA projection's step number, 1..{len(skill.steps)}, not {show(step)}")
     count = (counter or default_counter()).count
     name = (counter or default_counter()).name
     full = _view(skill, level, step)

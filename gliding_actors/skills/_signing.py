@@ -38,7 +38,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from gliding_actors.errors import InvalidInput, SignatureError
+from gliding_actors.errors import InvalidInput, SignatureError, show
 from gliding_actors.l0._canonical import JSON_ERRORS, canonical
 from gliding_actors.skills._model import SIGNATURE_ALGORITHM, Skill, check_key_id
 
@@ -215,7 +215,7 @@ def _public_key(key: object, key_id: str) -> Ed25519PublicKey:
         return Ed25519PublicKey.from_public_bytes(raw)
     except (ValueError, binascii.Error):
         raise InvalidInput(
-            f"key {key_id!r}: an Ed25519 public key is 32 raw bytes or their unpadded base64url text",
+            f"key {show(key_id)}: an Ed25519 public key is 32 raw bytes or their unpadded base64url text",
             path=("keys", key_id),
         ) from None
 

@@ -1,7 +1,9 @@
-"""Fixtures of the Ray tests: a real two-node cluster on loopback (issue 12).
+"""Fixtures of the Ray tests: a real two-node cluster on loopback.
 
-The cluster is started by :class:`LocalRayCluster` (each node a ``ray start``
-in its own session, every port pinned, every address 127.0.0.1) and stopped by
+The cluster is a :class:`RigCluster` (``cluster_rig.py``: the library's
+:class:`LocalRayCluster`, plus what only tests need: its processes and losing a
+node). Each node is a ``ray start`` in its own session, every port pinned, every
+address 127.0.0.1, and it is stopped by
 the process ids it recorded — never ``ray stop``, which would end every Ray
 process on the machine, other people's included. Starting one takes seconds, so
 a test module shares one. These tests carry the ``ray`` marker: the default run
