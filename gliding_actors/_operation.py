@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from gliding_actors._aio import settle
@@ -45,17 +44,20 @@ def same(value: T) -> T:
     return value
 
 
-@dataclass(frozen=True, slots=True)
 class Call(Generic[S, R]):
     """A sent operation: its answer's future, how the answer becomes the result, the wait bound.
 
     ``timeout`` None is the runtime's ask timeout; an operation that itself
     waits in the memory (a lock with ``timeout_s``) adds that wait here.
+    (A plain class with slots: one is made per operation, on the hot path.)
     """
 
-    future: Future[S]
-    finish: Callable[[S], R]
-    timeout: float | None = None
+    __slots__ = ("finish", "future", "timeout")
+
+    def __init__(self, future: Future[S], finish: Callable[[S], R], timeout: float | None = None) -> None:
+        self.future = future
+        self.finish = finish
+        self.timeout = timeout
 
 
 class Tracer(Protocol):
@@ -85,9 +87,17 @@ def _send(op: Operation[Any, Any, S, R], handle: Any, args: tuple[Any, ...], kwa
 class Operation(Generic[H, P, S, R]):
     """The descriptor :func:`operation` makes: reading it off a handle gives the blocking face."""
 
-    def __init__(self, define: Callable[Concatenate[H, P], Call[S, R]], *, recorded: bool = True) -> None:
+    def __init__(
+        self,
+        define: Callable[Concatenate[H, P], Call[S, R]],
+        *,
+        recorded: bool = True,
+        at_once: Callable[Concatenate[H, P], R | None] | None = None,
+    ) -> None:
         self.define = define
         self.recorded = recorded
+        #: the result without a message when there is one (a read hit), else None; skipped when recording
+        self.at_once = at_once
         self.name = define.__name__
         self.submit_name = f"submit_{self.name}"
         self.__doc__ = define.__doc__
@@ -117,7 +127,13 @@ class Operation(Generic[H, P, S, R]):
         if handle is None:
             return self
 
+        at_once = self.at_once
+
         def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
+            if at_once is not None and handle._trace is None:  # type: ignore[attr-defined]
+                done = at_once(handle, *args, **kwargs)  # one dict lookup and a copy: the hot path
+                if done is not None:
+                    return done
             call = _send(self, handle, args, kwargs)
             return call.finish(call.future.get(call.timeout))
 
@@ -179,7 +195,13 @@ class AwaitableFace(Generic[H, P, R]):
             return self
         op, handle, default_s = self._op, view.agent, view.ask_timeout_s
 
+        at_once = op.at_once
+
         async def awaitable(*args: P.args, **kwargs: P.kwargs) -> R:
+            if at_once is not None and handle._trace is None:  # type: ignore[attr-defined]
+                done = at_once(handle, *args, **kwargs)
+                if done is not None:
+                    return done  # answered without suspending
             call = _send(op, handle, args, kwargs)  # bad input raises here, at the await
             answer = await settle(call.future, default_s if call.timeout is None else call.timeout)
             return call.finish(answer)
@@ -191,14 +213,24 @@ class AwaitableFace(Generic[H, P, R]):
 def operation(define: Callable[Concatenate[H, P], Call[S, R]]) -> Operation[H, P, S, R]: ...
 @overload
 def operation(*, recorded: bool) -> Callable[[Callable[Concatenate[H, P], Call[S, R]]], Operation[H, P, S, R]]: ...
+@overload
 def operation(
-    define: Callable[Concatenate[H, P], Call[S, R]] | None = None, *, recorded: bool = True
+    *, at_once: Callable[Concatenate[H, P], R | None]
+) -> Callable[[Callable[Concatenate[H, P], Call[S, R]]], Operation[H, P, S, R]]: ...
+def operation(
+    define: Callable[Concatenate[H, P], Call[S, R]] | None = None,
+    *,
+    recorded: bool = True,
+    at_once: Callable[Concatenate[H, P], R | None] | None = None,
 ) -> Operation[H, P, S, R] | Callable[[Callable[Concatenate[H, P], Call[S, R]]], Operation[H, P, S, R]]:
     """Make ``define`` an operation of its handle's class (module docstring).
 
     ``recorded=False``: the operation is built on another one, and a
     recording shows that one (the trace format names the requests sent).
+    ``at_once``: takes the same arguments and returns the result when it
+    needs no message (a read hit), else None; the blocking and awaitable faces
+    try it first, except while the memory is recorded (every op is traced).
     """
     if define is not None:
         return Operation(define)
-    return lambda fn: Operation(fn, recorded=recorded)
+    return lambda fn: Operation(fn, recorded=recorded, at_once=at_once)

@@ -105,8 +105,9 @@ class Agent(CoordinationOps):
             else:
                 self._in_flight.pop(iri, None)
 
-    def _hit(self, iri: str) -> ReadResult | None:
-        """The read served from this agent's published cache view, or None on a miss.
+    def _hit(self, iri: str, *, timeout: float | None = None) -> ReadResult | None:
+        """The read served from this agent's published cache view, or None on a miss (``read``'s fast path;
+        ``timeout`` is the read's own argument, unused: a hit waits for nothing).
 
         No message and no lock: one dict lookup on the board (only IRIs that
         passed validation on the way in are ever there), one membership test
@@ -129,7 +130,7 @@ class Agent(CoordinationOps):
             self._counters.hit_new_copy(iri, packed, version)
         return {"value": unpack_value(packed), "version": version, "state": state, "messages": 0}
 
-    @operation
+    @operation(at_once=_hit)
     def read(self, iri: str, *, timeout: float | None = None) -> Call[ReadResult, ReadResult]:
         """The line's latest completed value and version, coherent with every agent's writes.
 
