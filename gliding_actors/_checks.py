@@ -135,8 +135,13 @@ def check_storable(iri: str, value: dict[str, Any], max_bytes: int) -> None:
 
 
 def check_size(value: dict[str, Any], what: str, max_bytes: int) -> None:
-    """Refuse ``value`` when its JSON is over ``max_bytes`` (``l0.max_node_bytes``: it becomes a node)."""
-    size = len(canonical(value))
+    """Refuse ``value`` when its JSON is over ``max_bytes`` (``l0.max_node_bytes``: it becomes a node).
+
+    Measured as :func:`check_object` serialises it (``json``, which also
+    takes the non-string keys a published message may have), not L0's
+    canonical form, which refuses them.
+    """
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise InvalidInput(f"{what} is {size} bytes of JSON; the limit (l0.max_node_bytes) is {max_bytes}")
 

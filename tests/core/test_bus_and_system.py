@@ -331,3 +331,13 @@ def test_metadata_of_unreadable_graphs_leaks_no_more() -> None:
         with pytest.raises(PermissionDenied):
             da.turn("checked the review", cites=["review:reject-pr-42-for-fraud"])
         assert da.session()["turns"] == []  # the refusal changed nothing
+
+
+def test_the_publish_size_cap_measures_any_message_it_accepts() -> None:
+    """The size check measured L0's canonical JSON, which raised an untyped TypeError on a
+    non-string key before the bus could refuse it; now the refusal is the typed one (fuzzing found it)."""
+    with MemorySystem.open(runtime="sim") as memory:
+        pa = memory.agent("pa", "PA")
+        with pytest.raises(InvalidInput):
+            pa.publish("t", {1: "one"})  # type: ignore[dict-item]
+        assert pa.messages("t") == []
