@@ -103,11 +103,11 @@ class Operation(Generic[H, P, S, R]):
         self.__doc__ = define.__doc__
         self.__wrapped__ = define  # inspect.signature(Agent.x) and help() show the definition's parameters
         self._signature = inspect.signature(define)
-        # the faces: no handle parameter, and the result is not the definition's Call
         #: the future face, for the handle's class body: ``submit_x = x.submit``
         self.submit: SubmitFace[H, P, S] = SubmitFace(self)
         #: the awaitable face, for the async view's class body: ``x = Agent.x.awaitable``
         self.awaitable: AwaitableFace[H, P, R] = AwaitableFace(self)
+        # what the faces show: no handle parameter, and the result is not the definition's Call
         self._unbound = self._signature.replace(
             parameters=list(self._signature.parameters.values())[1:], return_annotation=inspect.Signature.empty
         )
