@@ -271,6 +271,16 @@ class LocalRayCluster:
         """Each node's Ray node id (hex), in node order (index 0 is the head)."""
         return [node.node_id for node in self._nodes]
 
+    def pids(self) -> list[int]:
+        """Every process id this cluster started or saw in its nodes, sorted.
+
+        Rescans /proc first, so worker processes Ray started for a driver since
+        the last call are included.
+        """
+        self._rescan()
+        with self._lock:
+            return sorted({pid for node in self._nodes for pid in node.seen})
+
     def log_tail(self, index: int, lines: int = 40) -> str:
         """The end of node ``index``'s ``ray start`` output (for error messages)."""
         node = self._node(index)

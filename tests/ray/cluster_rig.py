@@ -1,6 +1,6 @@
 """The loopback Ray cluster as the tests drive it: each node's processes, and a node lost at once.
 
-``LocalRayCluster`` (the library's) starts and stops a loopback cluster; what
+``LocalRayCluster`` (the library's) starts and stops a loopback cluster and lists its processes; what
 only tests need, which processes each node runs and killing a node as a
 machine losing power would, lives here.
 """
@@ -17,16 +17,6 @@ __all__ = ["RigCluster"]
 
 class RigCluster(LocalRayCluster):
     """A :class:`LocalRayCluster` that shows its processes and can lose a node."""
-
-    def pids(self) -> list[int]:
-        """Every process id this cluster started or saw in its nodes, sorted.
-
-        Rescans /proc first, so worker processes Ray started for a driver since
-        the last call are included.
-        """
-        self._rescan()
-        with self._lock:
-            return sorted({pid for node in self._nodes for pid in node.seen})
 
     def node_pids(self, index: int) -> list[int]:
         """The process ids recorded for node ``index``."""
