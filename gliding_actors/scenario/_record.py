@@ -58,7 +58,7 @@ class RecordedMemory(Protocol):
 
 
 class RecordedAgent(Protocol):
-    """What a recording reads of an agent handle (its ``submit_*`` methods are wrapped by name)."""
+    """What a recording reads of an agent handle (it sets ``_trace``; plain ``submit_*`` methods are wrapped by name)."""
 
     @property
     def id(self) -> str: ...
