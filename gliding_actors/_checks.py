@@ -22,7 +22,6 @@ from gliding_actors.l1._archive import ARCHIVE_PREFIX
 
 __all__ = [
     "MAX_VALUE_DEPTH",
-    "check_embedded",
     "check_graph",
     "check_iri",
     "check_object",
@@ -108,40 +107,6 @@ def check_object(value: object, what: str) -> dict[str, Any]:
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidInput(f"{what} cannot be stored (integers must fit in 64 bits, text must be valid UTF-8): {exc}") from exc
     return value
-
-
-def check_embedded(iri: str, value: dict[str, Any]) -> None:
-    """Refuse a value that makes statements about another line's node.
-
-    A nested object with an ``@id`` becomes a node of the graph: with
-    properties beside the ``@id`` it would add statements about that node
-    (a ``shared`` line planting ``verdict: approve`` on a review). Such an
-    object may name the line itself, one of its own fragments (``iri#step``)
-    or a blank node (``_:b``); naming any other node, it may only be a
-    reference: ``{"@id": ...}`` alone.
-    """
-    stack: list[object] = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list):
-            stack.extend(item)
-            continue
-        if not isinstance(item, dict):
-            continue
-        if item is not value:
-            other = item.get("@id")
-            if (
-                isinstance(other, str)
-                and len(item) > 1
-                and other != iri
-                and not other.startswith((iri + "#", "_:"))
-            ):
-                raise InvalidInput(
-                    f"a line may refer to another node ({show(other)}) but not describe it: "
-                    'write {"@id": ...} alone, or write that node\'s own line',
-                    path=("value",),
-                )
-        stack.extend(item.values())
 
 
 def check_storable(iri: str, value: dict[str, Any], max_bytes: int) -> None:

@@ -18,7 +18,6 @@ from typing import Any
 from gliding_actors._agent_ports import AgentPorts
 from gliding_actors._checks import (
     MAX_VALUE_DEPTH,
-    check_embedded,
     check_graph,
     check_iri,
     check_object,
@@ -180,7 +179,7 @@ class Agent(CoordinationOps):
         return self.read(iri, timeout=timeout)["value"]
 
     def _check_jsonld(self, iri: str, value: dict[str, Any]) -> None:
-        """Refuse a value the graph could not hold, before it enters the protocol."""
+        """Refuse a value the graph could not hold, or one describing another node, before it enters the protocol."""
         self._system.graph.check_value(iri, value)
 
     # -- permissions: decided here, before anything is sent --------------------
@@ -259,7 +258,6 @@ class Agent(CoordinationOps):
         checked_iri = check_iri(iri)
         checked_value = check_object(value, "a line's value")
         check_storable(checked_iri, checked_value, self._system.config.l0.max_node_bytes)
-        check_embedded(checked_iri, checked_value)
         checked_graph = check_graph(graph)
         self._check_jsonld(checked_iri, checked_value)
         # The request always names the graph the line will be in, so a rewrite

@@ -31,7 +31,14 @@ from typing import Any, NamedTuple, Self
 import pyoxigraph as ox
 
 from gliding_actors.errors import InvalidInput, PermissionDenied, StorageError, show
-from gliding_actors.l2._jsonld import GRAPH_BASE, VOCAB, graph_iri, to_quads, triples_to_jsonld
+from gliding_actors.l2._jsonld import (
+    GRAPH_BASE,
+    VOCAB,
+    described_elsewhere,
+    graph_iri,
+    to_quads,
+    triples_to_jsonld,
+)
 
 __all__ = ["QUERY_PREFIXES", "BindingValue", "GraphNode", "GraphStore"]
 
@@ -350,11 +357,19 @@ class GraphStore:
     # -- writes -------------------------------------------------------------------------
 
     def check_value(self, iri: str, value: dict[str, Any]) -> None:
-        """Raise :class:`InvalidInput` if ``put_node(iri, value, …)`` would;
-        changes nothing. Lets a host refuse bad JSON-LD before a write enters
-        the coherence protocol."""
+        """Raise :class:`InvalidInput` if ``put_node(iri, value, …)`` would, or if
+        the value makes statements about another node; changes nothing. Lets a
+        host refuse an agent's value before the write enters the coherence
+        protocol: a line may refer to another node but not describe it (what
+        lines already in L0 hold is loaded as it is)."""
         _named(iri, "iri")
-        to_quads(iri, value, ox.NamedNode(GRAPH_BASE + "check"))
+        others = described_elsewhere(iri, to_quads(iri, value, ox.NamedNode(GRAPH_BASE + "check")))
+        if others:
+            raise InvalidInput(
+                f"a line may refer to another node ({show(others[0])}) but not describe it: "
+                'write {"@id": ...} alone, or write that node\'s own line',
+                path=("value",),
+            )
 
     def put_node(
         self,

@@ -32,6 +32,7 @@ __all__ = [
     "GRAPH_BASE",
     "VOCAB",
     "default_context",
+    "described_elsewhere",
     "graph_iri",
     "to_quads",
     "triples_to_jsonld",
@@ -143,6 +144,25 @@ def _skolem_prefix(iri: str) -> str:
     # A digest keeps skolem IRIs short and valid whatever the line IRI holds;
     # 128 bits make a collision between two lines negligible.
     return GENID_BASE + hashlib.sha256(iri.encode()).hexdigest()[:32] + "/b"
+
+
+def described_elsewhere(iri: str, quads: Iterable[ox.Quad]) -> list[str]:
+    """The nodes other than line ``iri`` that ``quads`` make statements about, sorted.
+
+    A line describes itself, its own fragments (``iri#step``) and its blank
+    nodes (skolemised under its own prefix); any other subject is another
+    node's, however the JSON-LD reached it (a nested ``@id``, a context alias
+    of ``@id``, ``@reverse``). Read from the quads, so no spelling escapes it.
+    """
+    own, fragment, skolem = iri, iri + "#", _skolem_prefix(iri)
+    found = {
+        subject.value
+        for subject in (q.subject for q in quads)
+        if isinstance(subject, ox.NamedNode)
+        and subject.value != own
+        and not subject.value.startswith((fragment, skolem))
+    }
+    return sorted(found)
 
 
 def to_quads(iri: str, value: dict[str, Any], graph: ox.NamedNode) -> tuple[ox.Quad, ...]:

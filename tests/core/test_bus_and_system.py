@@ -350,8 +350,11 @@ def test_a_line_can_write_statements_into_nodes_of_other_graphs_no_more() -> Non
         ca, da = memory.agent("ca", "CA"), memory.agent("da", "DA")
         ca.write("review:r1", {"verdict": "reject"}, graph="review")
         forged = {"about": {"@id": "task:t1"}, "see": {"@id": "review:r1", "verdict": "approve"}}
-        with pytest.raises(InvalidInput, match="not describe it"):
-            da.write("note:innocent", forged)
+        aliased = {"@context": {"id": "@id"}, "see": {"id": "review:r1", "verdict": "approve"}}
+        reversed_ = {"@reverse": {"verdict": {"@id": "review:r1"}}}
+        for value in (forged, aliased, reversed_):  # however the JSON-LD spells it
+            with pytest.raises(InvalidInput, match="not describe it"):
+                da.write("note:innocent", value)
         assert da.read("note:innocent")["version"] == 0  # nothing was written
         rows = memory.agent("aa", "AA").query("SELECT ?v WHERE { <review:r1> ?p ?v }")["rows"]
         assert sorted(r["v"] for r in rows) == ["reject"]
