@@ -73,11 +73,13 @@ class CoordinationOps:
         :class:`~gliding_actors.errors.DeadlockError` at once. The caller's
         wait is ``timeout_s`` plus ``timeout``.
         """
-        request = {"t": Lock.KIND, "agent": self._id, "resource": resource, "mode": mode, "timeout_s": timeout_s}
-        sent = self._board_ask(request)  # the blackboard checks the shapes (a bad timeout_s is InvalidInput)
-        wait_s = timeout_s if isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool) else 0.0
-        limit = (self._system.runtime.ask_timeout_s if timeout is None else timeout) + max(0.0, float(wait_s))
-        return Call(sent, token_of, limit)
+        # checked here by the blackboard's own parser, so the wait below is a number
+        request = parse_request(
+            {"t": Lock.KIND, "agent": self._id, "resource": resource, "mode": mode, "timeout_s": timeout_s}
+        )
+        assert isinstance(request, Lock)
+        limit = (self._system.runtime.ask_timeout_s if timeout is None else timeout) + request.timeout_s
+        return Call(self._board_ask(request.message()), token_of, limit)
 
     submit_lock = lock.submit
 
