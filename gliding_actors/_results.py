@@ -28,6 +28,8 @@ class WriteResult(TypedDict):
     messages: int
     #: ``write_through`` (critical tag: durable in L0 before completing) or ``write_back``
     policy: str
+    #: the named graph the line is in after the write (the one it was in when none was named)
+    graph: str
 
 
 
@@ -58,6 +60,14 @@ def seq_of(answer: dict[str, int]) -> int:
 
 def evicted_of(answer: dict[str, Any]) -> list[str]:
     return list(answer["evicted"])
+
+
+def absent(state: str, messages: int) -> ReadResult:
+    """The answer to a read of a line nobody wrote: also what a line the reader may not see reads as.
+
+    A copy held M or E of such a line reads as E would (an absent line is never M).
+    """
+    return {"value": None, "version": 0, "state": "S" if state == "S" else "E", "messages": messages}
 
 
 def read_result(result: dict[str, Any]) -> ReadResult:

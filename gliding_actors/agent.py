@@ -29,6 +29,7 @@ from gliding_actors._operation import Call, Tracer, operation, same
 from gliding_actors._results import (
     ReadResult,
     WriteResult,
+    absent,
     evicted_of,
     nothing,
     read_result,
@@ -61,7 +62,6 @@ class Agent(CoordinationOps):
         #: which named graph each line is in (shared by every handle of the system)
         self._line_graphs = system.line_graphs
         #: the same map as a plain dict, for the hit path's one lookup
-        self._graph_map = system.line_graphs.graphs
         self._default_graph = system.line_graphs.default_graph
         #: graphs this role was found to be allowed to read; the matrix never
         #: changes, so a graph, once here, stays (the hit path's second lookup)
@@ -119,9 +119,9 @@ class Agent(CoordinationOps):
         hit = self._view.get(iri)
         if hit is None or iri in self._in_flight:
             return None
-        if self._graph_map.get(iri, self._default_graph) not in self._readable:
-            self._check_may_read(iri)  # the first hit in a graph asks the matrix; may raise
-        state, packed, version = hit
+        state, packed, version, graph = hit
+        if graph is not None and not self._may_read_graph(graph):
+            return absent(state, 0)
         # stats(): one more lookup, in this handle's own map, no lock (metrics/_counters.py)
         tally = self._tallies.get(iri)
         if tally is not None and tally.packed is packed:
@@ -140,7 +140,6 @@ class Agent(CoordinationOps):
         if hit is not None:
             return Call(CompletedFuture(hit), same, timeout)
         check_iri(iri)
-        self._check_may_read(iri)
         counters, view = self._counters, self._view
         started = counters.now()
         loading = self._line_op(iri, {"t": "load", "iri": iri})
@@ -159,20 +158,30 @@ class Agent(CoordinationOps):
     submit_read = read.submit
 
     def _read_answer(self, result: dict[str, Any]) -> ReadResult:
-        """Check the graph the data really came from before handing it over.
+        """Judge the read on the graph the data really came from before handing it over.
 
-        The check before sending used the registry; another agent's write may
-        have moved the line meanwhile. The copy stays in this agent's cache
-        (the protocol already ran) but its value is never returned.
+        A line in a graph this role may not read answers as an absent line
+        does (no value, version 0), so a read tells an agent nothing of a line
+        it may not see, not even that it exists. The copy stays in this
+        agent's cache (the protocol already ran); its value is never returned.
         """
         graph = result.get("graph")
-        if graph is not None and result["value"] is not None and self._role != "system":
-            permissions = self._system.permissions
-            if not permissions.allowed(self._role, graph, "read"):
-                raise PermissionDenied(
-                    f"role {self._role} may not read in graph {graph!r} (line moved there while it was read)"
-                )
+        if graph is not None and not self._may_read_graph(graph):
+            return absent(result["state"], result["messages"])
         return read_result(result)
+
+    def _may_read_graph(self, graph: str) -> bool:
+        """Whether this role may read ``graph`` (each graph asks the matrix once)."""
+        if graph in self._readable:
+            return True
+        if not self._system.permissions.allowed(self._role, graph, "read"):
+            return False
+        self._readable.add(graph)
+        return True
+
+    def _seen_version(self, iri: str) -> int:
+        """The version of ``iri`` this agent may know of: 0 for a line it may not read, as for an absent one."""
+        return self._line_graphs.version_of(iri) if self._may_read_graph(self._line_graphs.graph_of(iri)) else 0
 
     def get(self, iri: str, *, timeout: float | None = None) -> dict[str, Any] | None:
         """Just the value of :meth:`read` (None when absent)."""
@@ -182,27 +191,13 @@ class Agent(CoordinationOps):
         """Refuse a value the graph could not hold, or one describing another node, before it enters the protocol."""
         self._system.graph.check_value(iri, value)
 
-    # -- permissions: decided here, before anything is sent --------------------
+    # -- permissions: a fast path here, before anything is sent; the cache decides --
     def _require(self, action: str, graph: str, iri: str) -> None:
         if not self._system.permissions.allowed(self._role, graph, action):
             raise PermissionDenied(f"role {self._role} may not {action} in graph {graph!r} (line {iri})")
 
-    def _check_may_read(self, iri: str) -> None:
-        """Raise :class:`PermissionDenied` unless this role may read ``iri``'s graph.
-
-        The one check every path that shows a node makes first: read (hit and
-        miss) today, and the project, search and context layers. The graph is
-        the line's current one (:class:`~gliding_actors.l2._registry.LineGraphs`;
-        ``shared`` for an IRI nobody wrote), so the answer needs no message.
-        """
-        graph = self._line_graphs.graph_of(iri)
-        if graph in self._readable:
-            return
-        self._require("read", graph, iri)
-        self._readable.add(graph)
-
     def _check_may_write(self, iri: str, graph: str | None) -> str:
-        """Check a write or cas of ``iri`` into ``graph``; return the graph it will be in.
+        """Check a write or cas of ``iri`` into ``graph`` against the registry; return the graph it would be in.
 
         A line nobody wrote needs ``create`` on the target graph (``shared``
         when the write names none). An existing line (a deleted one too: its
@@ -239,7 +234,8 @@ class Agent(CoordinationOps):
         line_graphs = self._line_graphs
 
         def note(result: Any) -> Any:
-            where = line_graphs.graph_of(iri) if keep else graph  # None: the default graph
+            # the graph the cache put the version in, judged where the write was ordered
+            where = result.get("graph") or (line_graphs.graph_of(iri) if keep else graph)
             line_graphs.record(iri, where, int(result["version"]))
             return result
 
@@ -260,15 +256,16 @@ class Agent(CoordinationOps):
         check_storable(checked_iri, checked_value, self._system.config.l0.max_node_bytes)
         checked_graph = check_graph(graph)
         self._check_jsonld(checked_iri, checked_value)
-        # The request always names the graph the line will be in, so a rewrite
-        # that names none leaves the line where it is.
-        target = self._check_may_write(checked_iri, checked_graph)
+        # The fast path: refuse now what the registry already shows is refused.
+        # The cache judges the write again on the version it overwrites, and a
+        # write naming no graph stays in the graph the line is in at that moment.
+        self._check_may_write(checked_iri, checked_graph)
         return {
             "t": kind,
             "iri": checked_iri,
             "value": checked_value,
             "tags": check_tags(tags),
-            "graph": target,
+            "graph": checked_graph,
         }
 
     @operation
@@ -403,10 +400,8 @@ class Agent(CoordinationOps):
             tokens=tokens,
             cites=cites,
             embedding=embedding,
-            line_graphs=self._line_graphs,
+            version_of=self._seen_version,
         )
-        for iri in request.get("cites", {}):  # a turn relies only on lines this role may read
-            self._check_may_read(iri)
         return Call(self._session_ask(request), same, timeout)
 
     submit_turn = turn.submit

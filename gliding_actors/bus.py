@@ -154,8 +154,9 @@ class MemoryBus:
     """Behaviour of the bus actor. Messages (all plain dicts, key ``type``):
 
     - ``subscribe`` ``{topic, subscriber, mode: "mailbox"|"push", keyed?: bool, role?}`` → ``None``;
-      an agent's mailbox names its role: on a *scoped* topic (``scoped={"line.changed": "graph"}``)
-      it is shown only the events about graphs its role may read (``may_read(role, graph)``)
+      an agent's mailbox (or an agent's keyed subscriber: its session) names its role: on a *scoped*
+      topic (``scoped={"line.changed": "graph"}``) it is shown only the events about graphs its role
+      may read (``may_read(role, graph)``)
       (``keyed``: a push subscriber of a keyed topic, pushed only its keys' events)
     - ``interest`` ``{topic, subscriber, add?: {key: version seen}, remove?: [key]}`` → ``None``
     - ``unsubscribe`` ``{topic, subscriber}`` → ``None``
@@ -278,8 +279,10 @@ class MemoryBus:
             self._mailboxes.setdefault(subscriber, [])
         role = message.get("role")
         if role is not None:
-            if not isinstance(role, str) or mode != "mailbox":
-                raise InvalidInput(f"subscribe: role is an agent's role (for a mailbox), not {show(role)}")
+            if not isinstance(role, str) or not (mode == "mailbox" or keyed):
+                raise InvalidInput(
+                    f"subscribe: role is an agent's role (for a mailbox or a keyed subscription), not {show(role)}"
+                )
             self.state.roles[subscriber] = role
 
     def _shown(self, topic: str, subscriber: str, body: dict[str, Any]) -> bool:
@@ -317,7 +320,7 @@ class MemoryBus:
                 keys.add(key)
                 self.state.wanted_by.setdefault(topic, {}).setdefault(key, {})[subscriber] = None
             known = newest.get(key)
-            if known is not None and known[0] > seen:
+            if known is not None and known[0] > seen and self._shown(topic, subscriber, known[1]):
                 # changed before this interest reached the bus: say so now, as of the last seq
                 event = {"type": "bus.event", "topic": topic, "seq": self.state.seq, "publisher": None, "message": known[1]}
                 ctx.send(subscriber, event)
@@ -371,8 +374,9 @@ class MemoryBus:
                 if known is None or version > known[0]:
                     newest[key] = (version, dict(body))
                 for subscriber in self.state.wanted_by.get(topic, {}).get(key, {}):
-                    ctx.send(subscriber, event)
-                    delivered += 1
+                    if self._shown(topic, subscriber, body):
+                        ctx.send(subscriber, event)
+                        delivered += 1
         return {"seq": seq, "delivered": delivered}
 
     # -- history -----------------------------------------------------------------

@@ -16,7 +16,9 @@ each layer adds its actors here as it is built.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -25,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from gliding_actors._checks import check_iri
 from gliding_actors._crashes import CrashOps
 from gliding_actors._supervision import SUPERVISOR_ACTOR, Supervision, SupervisorActor
 from gliding_actors.agent import ROLES, Agent
@@ -65,6 +68,7 @@ from gliding_actors.runtime import (
     Runtime,
     create_runtime,
 )
+from gliding_actors.runtime._cell import check_actor_name
 
 if TYPE_CHECKING:
     from gliding_actors.scenario._record import Recorder
@@ -76,6 +80,15 @@ MAX_AGENT_ID = 200
 
 #: where a sharded L0 records how many shards it was made with
 _LAYOUT = "LAYOUT.json"
+
+
+def _utf8_path(path: str) -> bool:
+    """Whether ``path`` is one LevelDB can open: UTF-8 text (it names files by UTF-8), without NUL."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in path
 
 
 def _recorded_shards(path: Path) -> int | None:
@@ -259,6 +272,15 @@ class MemorySystem(CrashOps):
         process already connected to Ray uses that connection, else a local
         one-node cluster on 127.0.0.1 is started and stopped with the memory.
         """
+        for name, where in (("path", path), ("record", record)):
+            if where is not None and (not isinstance(where, (str, os.PathLike)) or not _utf8_path(str(where))):
+                raise InvalidInput(f"{name} is a path (str or Path, UTF-8, no NUL) or None, not {show(where)}")
+        if clock is not None and not isinstance(clock, Clock):
+            raise InvalidInput(f"clock is a Clock (an object with now()), not {show(clock)}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise InvalidInput(f"seed is an integer, not {show(seed)}")
+        if isinstance(trace, bool) or not isinstance(trace, int) or trace < 0:
+            raise InvalidInput(f"trace is a number of messages (an integer >= 0), not {show(trace)}")
         if config is None:
             cfg = Config()
         elif isinstance(config, Config):
@@ -355,7 +377,7 @@ class MemorySystem(CrashOps):
                 if existing.role != role:
                     raise InvalidInput(f"agent {show(agent_id)} already has role {existing.role}, not {role}")
                 return existing
-            self._spawn_cache(agent_id)
+            self._spawn_cache(agent_id, role)
             start_session(  # L1: the agent's summary chain
                 agent_id,
                 role,
@@ -430,10 +452,12 @@ class MemorySystem(CrashOps):
 
         return build
 
-    def _spawn_cache(self, agent_id: str) -> None:
+    def _spawn_cache(self, agent_id: str, role: str) -> None:
+        """Start ``agent_id``'s cache; it judges the agent's writes with ``role``'s rights."""
         name = cache_name(agent_id)
         coherence = self._config.coherence
         board = self.board
+        permissions = self.permissions
 
         built = 0
 
@@ -442,7 +466,13 @@ class MemorySystem(CrashOps):
             built += 1
             board.clear(agent_id)
             controller = CacheController(
-                name, self.directory_for, coherence.cache_lines, coherence.critical_tags, incarnation=built - 1
+                name,
+                self.directory_for,
+                coherence.cache_lines,
+                coherence.critical_tags,
+                incarnation=built - 1,
+                may=None if role == "system" else functools.partial(permissions.allowed, role),
+                role=role,
             )
             # Rebuilt after a crash: the directories must first forget its old copies.
             reclaim = self.directories if built > 1 else ()
@@ -471,6 +501,11 @@ class MemorySystem(CrashOps):
         placed on a node is built there from a picklable ``factory``, its
         restarts gated there (:class:`~gliding_actors._supervision.RemoteSupervised`).
         """
+        check_actor_name(name)
+        if not callable(factory):
+            raise InvalidInput(f"spawn_supervised: factory builds the actor's behaviour, not {show(factory)}")
+        if placement is not None and not isinstance(placement, str):
+            raise InvalidInput(f"spawn_supervised: placement is a node id or None, not {show(placement)}")
         on_a_node = bool(self._nodes) and placement not in (None, IN_DRIVER, DRIVER_ONLY)
         if self._nodes and placement is None:
             placement = DRIVER_ONLY
@@ -549,6 +584,7 @@ class MemorySystem(CrashOps):
         once the home dropped it: the old home-then-L0 read answered None
         there); None is a line neither the graph nor L0 holds.
         """
+        check_iri(iri)
         node = self.graph.node(iri)
         if node is not None:
             return node.value, node.version, list(node.tags), node.graph
@@ -634,7 +670,7 @@ class MemorySystem(CrashOps):
         read, and the later project, search and context layers. Unknown roles
         are ``InvalidInput``, never False.
         """
-        return self.permissions.allowed(role, self.line_graphs.graph_of(iri), "read")
+        return self.permissions.allowed(role, self.line_graphs.graph_of(check_iri(iri)), "read")
 
     def readable_graphs(self, role: str) -> list[str]:
         """The named graphs holding data that ``role`` may read."""
@@ -672,6 +708,8 @@ class MemorySystem(CrashOps):
         else:
             if isinstance(iris, str):
                 raise InvalidInput("flush: iris is a list of IRIs, not one string")
+            if not isinstance(iris, Iterable):
+                raise InvalidInput(f"flush: iris is a list of IRIs, not {show(iris)}")
             scope = {}
             listed = list(iris)
             for iri in listed:  # checked before set(): a dict or list is unhashable (fuzzing found it)

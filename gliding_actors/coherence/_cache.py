@@ -19,6 +19,13 @@ Why the shape:
 * **E is real.** A GetS to a line nobody holds is granted E, and a store to E
   turns it into M without a message, so the common "read then update my own
   note" costs one round trip, not two.
+* **Rights are judged where the write is ordered.** The handle checks a write
+  against its registry first, but the registry learns a line's graph only
+  when a write completes. So the controller judges every write again, with
+  ``may(graph, action)``, against the copy it holds: once the line is E or M
+  that copy *is* the version the write would overwrite, whatever raced it.
+  A write naming no graph keeps the line in the graph it is in at that moment.
+  A refused write is answered ``PermissionDenied`` and changes nothing.
 * **Write policy per write.** A write whose tags meet ``critical_tags`` is
   write-through: once the cache holds M and applied the write it sends ``WT``
   and completes only on ``WT-Ack``, after home stored it durably. Others are
@@ -55,11 +62,14 @@ from gliding_actors.coherence._states import (
     ProtocolError,
     S,
 )
-from gliding_actors.errors import ConflictError, InvalidInput, show
+from gliding_actors.errors import ConflictError, InvalidInput, PermissionDenied, show
 
 __all__ = ["CacheController"]
 
 Out = list[tuple[str, Msg]]
+
+#: Graph of a line written without one (the same name the home stores it under).
+_DEFAULT_GRAPH = "shared"
 
 #: Requests the directory sends to a cache; only these are ever deferred.
 _REQUESTS = frozenset({m.FWD_GET_S, m.FWD_GET_M, m.INV})
@@ -114,6 +124,11 @@ class CacheController:
     ``incarnation`` counts the cache's lives (0 for the first, +1 per crash and
     restart): its requests carry it and an answer from another cache naming
     another life is dropped (see :func:`~gliding_actors.coherence._messages.with_inc`).
+
+    ``may(graph, action)`` says whether this cache's agent may ``create``,
+    ``update`` or ``delete`` in a named graph (its role's row of the permission
+    matrix); None allows everything (the system role, protocol tests).
+    ``role`` only names the agent in a refusal.
     """
 
     def __init__(
@@ -124,6 +139,8 @@ class CacheController:
         critical_tags: Iterable[str] = frozenset(),
         *,
         incarnation: int = 0,
+        may: Callable[[str, str], bool] | None = None,
+        role: str = "system",
     ) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise InvalidInput(f"cache capacity must be an integer >= 1, not {show(capacity)}")
@@ -137,6 +154,8 @@ class CacheController:
         self.capacity = capacity
         self.critical_tags = frozenset(critical_tags)
         self.incarnation = incarnation
+        self._may = may
+        self._role = role
         self._lines: dict[str, _Line] = {}
         self._tick = 0
 
@@ -192,10 +211,9 @@ class CacheController:
         return (state, line.value, line.version)
 
     def graph_of(self, iri: str) -> str | None:
-        """The named graph of this cache's copy of ``iri`` (None: not known here)."""
+        """The named graph of this cache's copy of ``iri`` (None: not held here, or never written)."""
         line = self._lines.get(iri)
-        graph = None if line is None or not line.meta else line.meta.get("graph")
-        return graph if isinstance(graph, str) else None
+        return None if line is None else self._graph(line)
 
     def state(self, iri: str) -> str:
         """The line's protocol state, transient names included (I if absent)."""
@@ -425,7 +443,12 @@ class CacheController:
                     self._put(iri, line, out)
                     return True
             else:
-                if kind == m.CAS and line.state != I and line.version != req["version"]:
+                refusal = None if line.state == I else self._refusal(line, req)
+                if refusal is not None:
+                    # A valid copy is the latest completed write: judged on it, and a
+                    # refusal says nothing of its version. Granted only once E/M.
+                    self._refuse(line, out, req, refusal)
+                elif kind == m.CAS and line.state != I and line.version != req["version"]:
                     # A valid copy is the latest completed write: fail now, no message.
                     self._fail(line, out, req, line.version)
                 elif line.state in (E, M):
@@ -474,23 +497,66 @@ class CacheController:
         else:  # pragma: no cover - callers only put stable copies
             raise ProtocolError(f"{self.agent}: cannot put {iri} in {line.state}")
 
+    def _graph(self, line: _Line) -> str | None:
+        """The graph of the version this copy holds; None for a line never written."""
+        if line.version == 0:
+            return None
+        graph = None if line.meta is None else line.meta.get("graph")
+        return graph if isinstance(graph, str) else _DEFAULT_GRAPH
+
+    def _refusal(self, line: _Line, req: Msg) -> str | None:
+        """Why this agent may not apply ``req`` over the copy held (None: it may).
+
+        A line never written needs ``create`` on the target graph; a written
+        one (a tombstone too: it keeps its graph) needs ``update`` (``delete``
+        for a delete) on its graph, and a write naming another graph moves
+        it, which also needs ``create`` there.
+        """
+        if self._may is None:
+            return None
+        current = self._graph(line)
+        named = req.get("graph")
+        if req["t"] == m.DELETE:
+            needs = [("delete", current or _DEFAULT_GRAPH)]
+        elif current is None:
+            needs = [("create", named or _DEFAULT_GRAPH)]
+        else:
+            needs = [("update", current)]
+            if named is not None and named != current:
+                needs.append(("create", named))
+        for action, graph in needs:
+            if not self._may(graph, action):
+                return f"role {self._role} may not {action} in graph {graph!r} (line {req['iri']})"
+        return None
+
+    def _refuse(self, line: _Line, out: Out, req: Msg, why: str) -> None:
+        line.ops.popleft()
+        line.msgs = 0
+        line.busy = False
+        self._touch(line)
+        out.append((CLIENT, m.failed(req["op"], PermissionDenied.__name__, why)))
+
     def _write_meta(self, line: _Line, req: Msg) -> Msg:
+        """Tags and graph of the version ``req`` makes.
+
+        A write naming no graph keeps the line in its graph (the default one for
+        a new line); a tombstone also keeps the line's tags unless told
+        otherwise, so deleting a critical fact is as durable as writing it was.
+        """
         tags = req.get("tags")
-        graph = req.get("graph")
-        if req["t"] == m.DELETE and line.meta is not None:
-            # A tombstone keeps the line's tags and graph unless told otherwise,
-            # so deleting a critical fact is as durable as writing it was.
-            if tags is None:
-                tags = line.meta.get("tags", [])
-            if graph is None:
-                graph = line.meta.get("graph")
+        graph = req.get("graph") or self._graph(line) or _DEFAULT_GRAPH
+        if req["t"] == m.DELETE and line.meta is not None and tags is None:
+            tags = line.meta.get("tags", [])
         return {"tags": sorted(set(tags or ())), "graph": graph}
 
     def _write_through(self, meta: Meta) -> bool:
         return meta is not None and not self.critical_tags.isdisjoint(meta["tags"])
 
     def _write(self, iri: str, line: _Line, req: Msg, out: Out) -> bool:
-        """Apply the head write on an E/M line. True if it now waits for WT-Ack."""
+        """Apply the head write on an E/M line. True if it now waits for WT-Ack.
+
+        The caller judged the write's rights on this very copy first.
+        """
         meta = self._write_meta(line, req)
         line.value = None if req["t"] == m.DELETE else req["value"]
         line.version += 1
@@ -502,7 +568,7 @@ class CacheController:
             line.msgs += 1  # the WT; the WT-Ack adds the other one
             out.append((self._dir(iri), m.wt(iri, self.agent, line.value, line.version, meta)))
             return True
-        self._finish(line, out, {"version": line.version, "state": M, "policy": "write_back"})
+        self._finish(line, out, {"version": line.version, "state": M, "policy": "write_back", "graph": meta["graph"]})
         return False
 
     def _finish(self, line: _Line, out: Out, result: dict[str, Any]) -> None:
@@ -607,7 +673,9 @@ class CacheController:
             line.state = M
             line.msgs += 1
             self._finish(
-                line, out, {"version": line.version, "state": M, "policy": "write_through"}
+                line,
+                out,
+                {"version": line.version, "state": M, "policy": "write_through", "graph": self._graph(line)},
             )
             return
         raise ProtocolError(f"{self.agent}: {kind} from {src} for {iri} in state {st}: {msg!r}")

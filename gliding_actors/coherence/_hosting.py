@@ -25,7 +25,14 @@ from gliding_actors.coherence._cache import CacheController
 from gliding_actors.coherence._directory import DirectoryController
 from gliding_actors.coherence._home import LayeredHome
 from gliding_actors.coherence._messages import CLIENT, Msg, Value
-from gliding_actors.errors import ActorUnavailable, ConflictError, GlidingError, InvalidInput, show
+from gliding_actors.errors import (
+    ActorUnavailable,
+    ConflictError,
+    GlidingError,
+    InvalidInput,
+    PermissionDenied,
+    show,
+)
 from gliding_actors.l2._graph_writer import FENCE, FENCED, GRAPH_ACTOR, PUTS
 from gliding_actors.metrics._counters import ActorTally
 from gliding_actors.runtime import DEFERRED, RUNTIME_SENDER, Context, InjectedCrash, ReplyToken
@@ -64,8 +71,8 @@ def agent_of(actor: str | None) -> str | None:
     return actor.removeprefix(CACHE_PREFIX)
 
 
-Hit = tuple[str, bytes, int]
-"""(state S/E/M, the value packed with msgpack, version)."""
+Hit = tuple[str, bytes, int, "str | None"]
+"""(state S/E/M, the value packed with msgpack, version, the graph of that version; None: never written)."""
 
 
 def pack_value(value: Value) -> bytes:
@@ -112,7 +119,7 @@ class SnapshotBoard:
         with self._lock:
             views = {agent: dict(view) for agent, view in self._views.items()}
         return {
-            agent: {iri: (state, unpack_value(packed), version) for iri, (state, packed, version) in view.items()}
+            agent: {iri: (state, unpack_value(packed), version) for iri, (state, packed, version, _) in view.items()}
             for agent, view in views.items()
         }
 
@@ -120,6 +127,8 @@ class SnapshotBoard:
 def _error(name: str, text: str) -> GlidingError:
     if name == ConflictError.__name__:
         return ConflictError(text)
+    if name == PermissionDenied.__name__:
+        return PermissionDenied(text)
     return InvalidInput(text)
 
 
@@ -265,9 +274,9 @@ class CacheActor:
                 state, value, version = hit
                 current = self._view.get(line)
                 if current is None or current[2] != version:
-                    self._view[line] = (state, pack_value(value), version)
+                    self._view[line] = (state, pack_value(value), version, self.controller.graph_of(line))
                 elif current[0] != state:
-                    self._view[line] = (state, current[1], version)
+                    self._view[line] = (state, current[1], version, current[3])
         for dst, msg in out:
             if dst != CLIENT:
                 continue

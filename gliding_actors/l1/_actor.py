@@ -47,7 +47,6 @@ from gliding_actors.runtime import Context
 if TYPE_CHECKING:
 
     from gliding_actors.config import L1Config
-    from gliding_actors.l2._registry import LineGraphs
     from gliding_actors.runtime import ActorRef
 
 __all__ = ["SessionActor", "session_actor_name", "start_session", "turn_request"]
@@ -79,13 +78,13 @@ def turn_request(
     tokens: object = None,
     cites: object = None,
     embedding: object = None,
-    line_graphs: LineGraphs | None = None,
+    version_of: Callable[[str], int] | None = None,
 ) -> dict[str, Any]:
     """Check a turn's arguments and build the ``turn`` request; InvalidInput before anything is sent.
 
     ``cites`` is a list of line IRIs or a mapping IRI → version seen. For a
-    list, the version is the newest completed write this process recorded
-    (``line_graphs``), so only a later write marks the turn stale; pass a
+    list, the version is ``version_of(iri)``, the newest completed write the
+    agent may know of, so only a later write marks the turn stale; pass a
     mapping when the LLM read an older version.
     """
     request: dict[str, Any] = {
@@ -109,11 +108,11 @@ def turn_request(
     if embedding is not None:
         request["embedding"] = list(check_embedding(embedding, "a turn's embedding"))
     if cites is not None:
-        request["cites"] = _cites(cites, line_graphs)
+        request["cites"] = _cites(cites, version_of)
     return request
 
 
-def _cites(cites: object, line_graphs: LineGraphs | None) -> dict[str, int]:
+def _cites(cites: object, version_of: Callable[[str], int] | None) -> dict[str, int]:
     if isinstance(cites, Mapping):
         out: dict[str, int] = {}
         for iri, version in cites.items():
@@ -129,7 +128,7 @@ def _cites(cites: object, line_graphs: LineGraphs | None) -> dict[str, int]:
     for iri in cites:
         if not is_valid_iri(iri):
             raise InvalidInput(f"cites: not a valid IRI: {show(iri)}")
-        listed[iri] = line_graphs.version_of(iri) if line_graphs is not None else 0
+        listed[iri] = version_of(iri) if version_of is not None else 0
     return listed
 
 
@@ -338,4 +337,7 @@ def start_session(
 
     spawn(name, build)
     # keyed: pushed only the changes of lines its turns cite (see _update_interest)
-    bus.ask({"type": "subscribe", "topic": LINE_CHANGED, "subscriber": name, "mode": "push", "keyed": True}).get()
+    # with the agent's role: the bus pushes only changes of lines the agent may read
+    bus.ask(
+        {"type": "subscribe", "topic": LINE_CHANGED, "subscriber": name, "mode": "push", "keyed": True, "role": role}
+    ).get()

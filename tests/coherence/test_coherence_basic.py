@@ -76,7 +76,7 @@ def test_read_of_a_line_owned_elsewhere_is_forwarded_and_both_end_S() -> None:
     op = net.load("b", X)
     settle(net)
     # GetS, Fwd-GetS, Data to b, Data home.
-    assert result(net, op) == {"value": {"v": 1}, "version": 1, "state": "S", "messages": 4, "graph": None}
+    assert result(net, op) == {"value": {"v": 1}, "version": 1, "state": "S", "messages": 4, "graph": "shared"}
     assert net.home.l2[X] == ({"v": 1}, 1)
     assert net.home.l0 == {}  # write-back: home's L2 got it, nothing durable was asked for
     assert net.caches["a"].state(X) == "S"
@@ -99,7 +99,7 @@ def test_E_to_M_is_silent() -> None:
     assert net.caches["a"].can_complete_locally({"t": "store", "iri": X, "op": 9, "value": {}})
     op = net.store("a", X, {"v": 1})
     assert net.in_flight() == 0
-    assert result(net, op) == {"version": 1, "state": "M", "messages": 0, "policy": "write_back"}
+    assert result(net, op) == {"version": 1, "state": "M", "messages": 0, "policy": "write_back", "graph": "shared"}
     assert net.home.l2 == {}  # write-back: still only in a's cache
 
 
@@ -107,7 +107,7 @@ def test_write_miss_on_an_unheld_line_is_two_messages() -> None:
     net = Net(["a"])
     op = net.store("a", X, {"v": 1})
     settle(net)
-    assert result(net, op) == {"version": 1, "state": "M", "messages": 2, "policy": "write_back"}
+    assert result(net, op) == {"version": 1, "state": "M", "messages": 2, "policy": "write_back", "graph": "shared"}
 
 
 def test_write_to_a_line_a_lone_reader_holds_E_is_three_messages() -> None:
@@ -143,6 +143,7 @@ def test_upgrade_from_S_invalidates_the_other_sharers() -> None:
         "state": "M",
         "messages": 2 * 2 + 2,
         "policy": "write_back",
+        "graph": "shared",
     }
     assert net.caches["b"].state(X) == "I" and net.caches["c"].state(X) == "I"
     assert net.dirs["dir"].inspect(X) == {"directory": "EM", "owner": "a", "sharers": []}
@@ -174,7 +175,7 @@ def test_inv_acks_may_arrive_before_data() -> None:
     assert net.caches["c"].state(X) == "IM_AD"
     assert net.ops[op].result is None
     net.deliver(D2C)  # Data: all acks already in, straight to M
-    assert result(net, op) == {"version": 1, "state": "M", "messages": 6, "policy": "write_back"}
+    assert result(net, op) == {"version": 1, "state": "M", "messages": 6, "policy": "write_back", "graph": "shared"}
     settle(net)
 
 
@@ -279,7 +280,7 @@ def test_write_through_defers_a_forward_until_home_is_durable() -> None:
     assert net.home.l0[X] == ({"v": 2}, 2)
     assert net.ops[wt].result is None
     net.deliver(D2A)  # WT-Ack: write completes, then the deferred Fwd-GetS runs
-    assert result(net, wt) == {"version": 2, "state": "M", "messages": 2, "policy": "write_through"}
+    assert result(net, wt) == {"version": 2, "state": "M", "messages": 2, "policy": "write_through", "graph": "shared"}
     assert net.caches["a"].state(X) == "S"  # the deferred forward ran right after
     settle(net)
     assert result(net, rd)["value"] == {"v": 2}
@@ -296,9 +297,9 @@ def test_write_through_is_durable_before_completion() -> None:
     assert X not in net.home.l0
     net.deliver(A2D)
     assert net.home.l0[X] == ({"v": 1}, 1)
-    assert net.home.meta[X] == {"tags": [CRITICAL, "other"], "graph": None}
+    assert net.home.meta[X] == {"tags": [CRITICAL, "other"], "graph": "shared"}
     net.deliver(D2A)
-    assert result(net, op) == {"version": 1, "state": "M", "messages": 4, "policy": "write_through"}
+    assert result(net, op) == {"version": 1, "state": "M", "messages": 4, "policy": "write_through", "graph": "shared"}
     settle(net)
 
 
@@ -414,7 +415,7 @@ def test_ops_on_one_line_run_in_order_and_other_lines_do_not_wait() -> None:
     assert result(net, other)["state"] == "E"
     assert net.ops[first].result is None
     settle(net)
-    assert result(net, read) == {"value": {"v": 2}, "version": 2, "state": "M", "messages": 0, "graph": None}
+    assert result(net, read) == {"value": {"v": 2}, "version": 2, "state": "M", "messages": 0, "graph": "shared"}
 
 
 # -- recall -----------------------------------------------------------------------------

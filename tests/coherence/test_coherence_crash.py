@@ -214,22 +214,19 @@ def test_rebuild_refuses_an_impossible_census_and_notes_transients() -> None:
 
 def test_a_lost_move_puts_the_line_back_in_its_durable_graph(memory: MemorySystem) -> None:
     """The permission registry recorded the lost write's graph; after the crash
-    the line is where its surviving version lives, and reads are confined there."""
-    from gliding_actors import PermissionDenied
-
+    the line is where its surviving version lives, and reads are confined there
+    (a line PA may not read reads as absent)."""
     da, pa = memory.agent("da", "DA"), memory.agent("pa", "PA")
     da.write("artifact:m", {"v": 1}, graph="execution")
     memory.flush(timeout=5.0)
-    with pytest.raises(PermissionDenied):
-        pa.read("artifact:m")
+    assert pa.read("artifact:m")["value"] is None
     da.write("artifact:m", {"v": 2}, graph="shared")  # a move, still write-back
     assert memory.line_graphs.graph_of("artifact:m") == "shared"
 
     assert memory.crash("agent:da", timeout=5.0)["lost"] == ["artifact:m"]
 
     assert memory.line_graphs.graph_of("artifact:m") == "execution"
-    with pytest.raises(PermissionDenied):
-        pa.read("artifact:m")
+    assert pa.read("artifact:m")["value"] is None
     assert da.read("artifact:m")["value"] == {"v": 1}
 
 

@@ -314,9 +314,8 @@ def test_a_publish_over_the_node_size_cap_is_refused() -> None:
 def test_metadata_of_unreadable_graphs_leaks_no_more() -> None:
     """A DA subscribed to line.changed heard of CA's review lines (their IRIs, versions, writer), and
     a turn could cite a review line to learn when it changed. The bus now shows an agent only the
-    events of graphs its role may read, and a turn may cite only readable lines."""
-    from gliding_actors import PermissionDenied
-
+    events of graphs its role may read, and a turn citing a line it may not read cites it as it would
+    a line nobody wrote: version 0, and never marked stale by its changes."""
     with MemorySystem.open(runtime="sim") as memory:
         ca, da = memory.agent("ca", "CA"), memory.agent("da", "DA")
         aa = memory.agent("aa", "AA")  # AA reads every graph
@@ -328,9 +327,29 @@ def test_metadata_of_unreadable_graphs_leaks_no_more() -> None:
         heard = [event["message"]["iri"] for event in da.inbox()]
         assert heard == ["plan:p1"]
         assert [event["message"]["iri"] for event in aa.inbox()] == ["review:reject-pr-42-for-fraud", "plan:p1"]
-        with pytest.raises(PermissionDenied):
-            da.turn("checked the review", cites=["review:reject-pr-42-for-fraud"])
-        assert da.session()["turns"] == []  # the refusal changed nothing
+        da.turn("checked the review", cites=["review:reject-pr-42-for-fraud"], tokens=5)
+        da.turn("checked a note nobody wrote", cites=["review:nobody-wrote-this"], tokens=5)
+        ca.write("review:reject-pr-42-for-fraud", {"verdict": "reject, confirmed"})
+        memory.quiesce()
+        hidden, absent = da.session()["turns"]
+        assert hidden["cites"] == ["review:reject-pr-42-for-fraud"] and absent["cites"] == ["review:nobody-wrote-this"]
+        assert hidden["stale_lines"] == absent["stale_lines"] == []
+
+
+def test_existence_is_no_oracle_an_unreadable_line_reads_as_an_absent_one() -> None:
+    """Reading an existing unreadable line raised PermissionDenied while an unknown IRI read as None,
+    so a read told DA which reviews exist. Both now read alike: a miss the first time, then hits,
+    no value and version 0."""
+    with MemorySystem.open(runtime="sim") as memory:
+        ca, da = memory.agent("ca", "CA"), memory.agent("da", "DA")
+        ca.write("review:reject-pr-42-for-fraud", {"verdict": "reject"}, graph="review")
+        memory.quiesce()
+        existing = [da.read("review:reject-pr-42-for-fraud") for _ in range(2)]
+        unknown = [da.read("review:no-such-review") for _ in range(2)]
+        assert [(r["value"], r["version"]) for r in existing + unknown] == [(None, 0)] * 4
+        assert existing[0]["messages"] > 0 and unknown[0]["messages"] > 0  # both a miss first
+        assert existing[1]["messages"] == unknown[1]["messages"] == 0  # then both a hit
+        assert da.get("review:reject-pr-42-for-fraud") is None and da.get("review:no-such-review") is None
 
 
 def test_the_publish_size_cap_measures_any_message_it_accepts() -> None:

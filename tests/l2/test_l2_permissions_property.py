@@ -166,6 +166,14 @@ def run(
 
             held = memory.board.lookup(agent.id, iri) is not None
             event(f"{kind} {'allowed' if allowed else 'refused'}{' (a hit)' if kind == 'read' and held else ''}")
+            if not allowed and kind == "read":
+                # a line the role may not read reads as one nobody wrote, and no store changes
+                before = {"l0": memory.l0.query(), "registry": memory.line_graphs.snapshot()}
+                got = call()
+                assert (got["value"], got["version"]) == (None, 0), f"{what}: read {got!r}"
+                memory.quiesce()
+                assert {"l0": memory.l0.query(), "registry": memory.line_graphs.snapshot()} == before, what
+                continue
             if not allowed:
                 before, log = picture(memory), sim.log_hash()
                 with pytest.raises(PermissionDenied):

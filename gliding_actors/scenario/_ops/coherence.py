@@ -84,7 +84,14 @@ def _read(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
     agent = world.agent(step)
     iri = step.args["iri"]
     truth = _truth(world)
-    return _track(world, step, agent.submit_read(iri), lambda r: truth.saw(agent.id, iri, r["version"]))
+    system = world.system
+
+    def seen(result: Mapping[str, Any]) -> None:
+        # A line the reader's role may not read answers as absent (version 0): no version was seen.
+        if result["version"] > 0 or system.may_read(agent.role, iri):
+            truth.saw(agent.id, iri, result["version"])
+
+    return _track(world, step, agent.submit_read(iri), seen)
 
 
 def _write_like(world: ReplayWorld, step: OpStep, future: Future[Any], value: Any) -> Future[Mapping[str, Any]]:
