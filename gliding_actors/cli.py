@@ -21,7 +21,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from gliding_actors import __version__
-from gliding_actors.errors import GlidingError, InvalidInput, ScenarioFormatError
+from gliding_actors.errors import GlidingError, InvalidInput, ScenarioFormatError, show
 
 __all__ = ["main"]
 
@@ -139,6 +139,20 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.argv = list(argv) if argv is not None else sys.argv[1:]  # bench all records the exact command
+    err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+    if any("\x00" in arg for arg in args.argv):  # no shell can pass one; os calls would raise ValueError
+        err.print("error: an argument contains a NUL character", markup=False)
+        return EXIT_INVALID
+    try:
+        return _dispatch(args)
+    except (OSError, UnicodeError, RecursionError) as exc:
+        # An input the command could not even read (a path the system refuses, a name that is
+        # not text, nesting too deep to parse): the user's input is invalid, not the program.
+        err.print(f"error: cannot read the input: {type(exc).__name__}: {show(str(exc))}", markup=False)
+        return EXIT_INVALID
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "replay":
         return _replay(args)
     if args.command == "demo":

@@ -88,3 +88,66 @@ def test_the_memory_refuses_a_bad_agent_with_a_typed_error_and_makes_nothing(age
         with pytest.raises(GlidingError):
             memory.agent(agent_id, role)
         assert memory.agents() == {} and memory.board.holders() == {}
+
+
+#: façade methods a fuzz must not call with good-looking values: they end or take down the memory
+_DESTRUCTIVE = {"close", "crash_process", "open"}
+
+
+def _facade_methods() -> list[str]:
+    members = {name: m for cls in reversed(MemorySystem.__mro__) for name, m in vars(cls).items()}
+    return sorted(
+        name
+        for name, member in members.items()
+        if not name.startswith("_") and inspect.isfunction(member) and name not in _DESTRUCTIVE
+    )
+
+
+def test_every_public_method_of_the_memory_refuses_bad_arguments_with_typed_errors_and_changes_nothing() -> None:
+    untyped: list[str] = []
+    with MemorySystem.open(runtime="threads") as memory:
+        pa = memory.agent("pa", "PA")
+        pa.write("plan:p", {"n": 1})
+        memory.flush(timeout=10.0)
+        before = memory.l0.query(), memory.line_graphs.snapshot(), sorted(memory.agents())
+        names = _facade_methods()
+        assert {"agent", "inspect", "may_read", "submit_flush", "crash", "spawn_supervised"} <= set(names)
+        for name in names:
+            method = getattr(memory, name)
+            parameters = [p for p in inspect.signature(method).parameters.values() if p.name != "timeout"]
+            waits = "timeout" in inspect.signature(method).parameters
+            for parameter in parameters:
+                for bad in HOSTILE:
+                    args = {p.name: GOOD.get(p.name, "x") for p in parameters if p.default is inspect.Parameter.empty}
+                    args[parameter.name] = bad
+                    try:
+                        method(**args, timeout=5.0) if waits else method(**args)
+                    except GlidingError:
+                        pass
+                    except Exception as exc:  # noqa: BLE001 - collected: the defect this test looks for
+                        untyped.append(f"{name}({parameter.name}={type(bad).__name__}): {type(exc).__name__}: {exc!s:.80}")
+        assert untyped == []
+        # nothing a refusal could change did: L0, the line registry, the agents
+        memory.flush(timeout=10.0)
+        assert (memory.l0.query(), memory.line_graphs.snapshot(), sorted(memory.agents())) == before
+        crashed = {actor: a["crashes"] for actor, a in memory.supervision()["actors"].items() if a["crashes"]}
+        assert crashed == {}
+        pa.write("plan:after", {"n": 3})
+        assert memory.agent("ca", "CA").read("plan:after")["value"] == {"n": 3}
+
+
+def test_opening_a_memory_refuses_bad_arguments_with_typed_errors(tmp_path: Any) -> None:
+    untyped: list[str] = []
+    for parameter in ("path", "config", "runtime", "clock", "seed", "trace", "record", "address"):
+        for bad in HOSTILE:
+            try:
+                args: dict[str, Any] = {"path": tmp_path / "m", "runtime": "sim", parameter: bad}
+                if parameter in ("path", "record") and isinstance(bad, str) and bad.strip() and "\x00" not in bad:
+                    continue  # a plain string is a good path: it would make a file or folder named after it
+                with MemorySystem.open(**args):
+                    pass
+            except GlidingError:
+                pass
+            except Exception as exc:  # noqa: BLE001 - collected: the defect this test looks for
+                untyped.append(f"open({parameter}={type(bad).__name__}): {type(exc).__name__}: {exc!s:.80}")
+    assert untyped == []
