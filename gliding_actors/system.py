@@ -83,12 +83,12 @@ _LAYOUT = "LAYOUT.json"
 
 
 def _utf8_path(path: str) -> bool:
-    """Whether ``path`` is one LevelDB can open: UTF-8 text (it names files by UTF-8), without NUL."""
+    """Whether ``path`` is one LevelDB can open: UTF-8 text (it names files by UTF-8), not empty, without NUL."""
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
         return False
-    return "\x00" not in path
+    return bool(path) and "\x00" not in path
 
 
 def _recorded_shards(path: Path) -> int | None:
@@ -274,7 +274,7 @@ class MemorySystem(CrashOps):
         """
         for name, where in (("path", path), ("record", record)):
             if where is not None and (not isinstance(where, (str, os.PathLike)) or not _utf8_path(str(where))):
-                raise InvalidInput(f"{name} is a path (str or Path, UTF-8, no NUL) or None, not {show(where)}")
+                raise InvalidInput(f"{name} is a path (str or Path, UTF-8, not empty, no NUL) or None, not {show(where)}")
         if clock is not None and not isinstance(clock, Clock):
             raise InvalidInput(f"clock is a Clock (an object with now()), not {show(clock)}")
         if isinstance(seed, bool) or not isinstance(seed, int):

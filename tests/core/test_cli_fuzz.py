@@ -21,6 +21,12 @@ from gliding_actors.cli import main
 BAD_VALUES = ["inf", "nan", "-1", "1e400", str(2**70), "\udcff", "\ud800", "a\x00b", "", "x" * 5000]
 
 
+
+@pytest.fixture(autouse=True)
+def _in_a_scratch_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hostile value is often a good relative path: whatever it makes lands in a scratch folder."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
 def _files(tmp: Path) -> list[str]:
     files = {
         "empty.yaml": b"",

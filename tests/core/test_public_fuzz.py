@@ -28,6 +28,12 @@ def _deep(levels: int) -> Any:
     return value
 
 
+
+@pytest.fixture(autouse=True)
+def _in_a_scratch_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hostile value is often a good relative path: whatever it makes lands in a scratch folder."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
 HOSTILE: list[Any] = [
     None, 5, -1, 2**70, math.inf, -math.inf, math.nan, True, 1.5, "", " ", "\ud800", "a\x00b", "x" * 100_000,
     [], [5], ["\ud800"], ("t",), {}, {"k": math.nan}, {"\ud800": 1}, _deep(10_000), b"bytes", object(),
