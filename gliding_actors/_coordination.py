@@ -228,7 +228,9 @@ class CoordinationOps:
     def inbox(self, *, timeout: float | None = None) -> Call[list[dict[str, Any]], list[dict[str, Any]]]:
         """Take every message delivered to this agent, in publish order.
 
-        Each item is ``{"type": "bus.event", "topic", "seq", "publisher", "message"}``.
+        Each item is ``{"type": "bus.event", "topic", "seq", "publisher", "message"}``. The
+        mailbox holds at most ``agents.inbox_events``; when older events were dropped to stay
+        under it, the list starts with ``{"type": "bus.dropped", "message": {"dropped": n, "max_inbox"}}``.
         """
         return Call(self._ask(BUS_ACTOR, {"type": "drain", "subscriber": self._id}), same, timeout)
 

@@ -56,6 +56,7 @@ The history:
 from __future__ import annotations
 
 import bisect
+import collections
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping
@@ -130,7 +131,9 @@ class BusState:
 
     #: topic -> subscriber -> mode ("mailbox" | "push"), in subscription order
     subscribers: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
-    mailboxes: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    mailboxes: dict[str, collections.deque[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    #: mailbox subscriber -> events dropped from its full mailbox since its last drain
+    dropped: dict[str, int] = dataclasses.field(default_factory=dict)
     #: the last seq handed out
     seq: int = 0
     #: keyed topics: topic -> keyed push subscriber -> the keys it wants
@@ -189,6 +192,7 @@ class MemoryBus:
         keyed: Mapping[str, tuple[str, str]] | None = None,
         scoped: Mapping[str, str] | None = None,
         may_read: Callable[[str, str], bool] | None = None,
+        max_inbox: int = 10_000,
     ) -> None:
         rebuilt = state is not None and (state.seq > 0 or bool(state.subscribers))
         self.state = state if state is not None else BusState()
@@ -198,6 +202,8 @@ class MemoryBus:
         #: scoped topics: topic -> the message field naming the graph an event is about
         self._scoped = dict(scoped or {})
         self._may_read = may_read
+        #: a mailbox holds at most this many events; past it the oldest is dropped and counted
+        self._max_inbox = max_inbox
         self._graph = graph
         self._graph_lock = graph_lock if graph_lock is not None else threading.Lock()
         #: topic -> seqs of its kept messages, ascending
@@ -207,7 +213,7 @@ class MemoryBus:
         for subscribers in self._subscribers.values():
             for subscriber, mode in subscribers.items():
                 if mode == "mailbox":
-                    self._mailboxes.setdefault(subscriber, [])
+                    self._mailboxes.setdefault(subscriber, collections.deque())
         #: what this build found in the state it took over (the supervisor's ping reports it)
         self.recovery_notes: list[str] = []
         if rebuilt:
@@ -249,8 +255,12 @@ class MemoryBus:
             return None
         if kind == "drain":
             subscriber = str(message.get("subscriber"))
-            events = self._mailboxes.get(subscriber, [])
-            self._mailboxes[subscriber] = []
+            events = list(self._mailboxes.get(subscriber, ()))
+            self._mailboxes[subscriber] = collections.deque()
+            dropped = self.state.dropped.pop(subscriber, 0)
+            if dropped:  # said first: what came after the gap follows
+                gap = {"dropped": dropped, "max_inbox": self._max_inbox}
+                events.insert(0, {"type": "bus.dropped", "topic": None, "seq": None, "publisher": None, "message": gap})
             return events
         if kind == "history":
             return self._read_history(message)
@@ -276,7 +286,7 @@ class MemoryBus:
                 self._forget(topic, key, subscriber)
         self._subscribers.setdefault(topic, {})[subscriber] = mode
         if mode == "mailbox":
-            self._mailboxes.setdefault(subscriber, [])
+            self._mailboxes.setdefault(subscriber, collections.deque())
         role = message.get("role")
         if role is not None:
             if not isinstance(role, str) or not (mode == "mailbox" or keyed):
@@ -363,7 +373,11 @@ class MemoryBus:
             if mode == "push":
                 ctx.send(subscriber, event)
             else:
-                self._mailboxes[subscriber].append(event)
+                box = self._mailboxes[subscriber]
+                if len(box) >= self._max_inbox:
+                    box.popleft()
+                    self.state.dropped[subscriber] = self.state.dropped.get(subscriber, 0) + 1
+                box.append(event)
             delivered += 1
         fields = self._keyed.get(topic)
         if fields is not None:

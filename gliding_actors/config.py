@@ -292,6 +292,10 @@ class AgentsConfig:
     heartbeat_timeout_s: float = dataclasses.field(default=30.0, metadata=value_range(0.0))
     #: Seconds a lock grant or renewal holds before it expires (read by l2.LockManager).
     lock_lease_s: float = dataclasses.field(default=60.0, metadata=value_range(0.001))
+    #: Events an agent's bus mailbox holds until it drains them (``Agent.inbox``). Past it the
+    #: oldest event is dropped and counted; the next drain starts with a ``bus.dropped`` event
+    #: saying how many, so an agent that never drains cannot grow the bus's memory.
+    inbox_events: int = dataclasses.field(default=10_000, metadata=value_range(1))
 
 
 def _permission_cells(

@@ -206,7 +206,13 @@ class MemorySystem(CrashOps):
             self.spawn_supervised(
                 BUS_ACTOR,
                 lambda: MemoryBus(
-                    self.graph, self._graph_lock, bus_state, keyed=keyed, scoped=scoped, may_read=may_read
+                    self.graph,
+                    self._graph_lock,
+                    bus_state,
+                    keyed=keyed,
+                    scoped=scoped,
+                    may_read=may_read,
+                    max_inbox=config.agents.inbox_events,
                 ),
             )
             agents_config = config.agents

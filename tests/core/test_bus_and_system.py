@@ -379,3 +379,26 @@ def test_a_line_can_write_statements_into_nodes_of_other_graphs_no_more() -> Non
         assert sorted(r["v"] for r in rows) == ["reject"]
         # a reference, the line's own fragments and blank nodes stay allowed
         da.write("note:ok", {"see": {"@id": "review:r1"}, "steps": [{"@id": "note:ok#1", "do": "x"}]})
+
+
+def test_an_undrained_inbox_is_unbounded_no_more() -> None:
+    """20,000 undrained publishes grew the bus by 147 MB, and an SA subscribed to line.changed kept one
+    event per write by anyone. A mailbox now holds agents.inbox_events; the oldest are dropped and counted,
+    and the next drain says how many before what is left."""
+    with MemorySystem.open(runtime="sim", config={"agents": {"inbox_events": 50}}) as memory:
+        pa, sa = memory.agent("pa", "PA"), memory.agent("sa", "SA")
+        sa.subscribe("chatter")
+        sa.subscribe("line.changed")
+        for n in range(300):
+            pa.publish("chatter", {"n": n})
+        for n in range(30):
+            pa.write(f"note:{n}", {"n": n})
+        memory.quiesce()
+        events = sa.inbox()
+        assert len(events) == 51 and events[0]["type"] == "bus.dropped"
+        assert events[0]["message"] == {"dropped": 280, "max_inbox": 50}
+        # what is left is the newest, in publish order
+        assert [e["message"]["n"] for e in events[1:21]] == list(range(280, 300))
+        assert [e["message"]["iri"] for e in events[21:]] == [f"note:{n}" for n in range(30)]
+        pa.publish("chatter", {"n": 300})
+        assert [e["message"] for e in sa.inbox()] == [{"n": 300}]  # the count starts again
