@@ -56,8 +56,16 @@ def _public_methods() -> list[str]:
     )
 
 
+def _state(memory: MemorySystem) -> Any:
+    """What an agent's refused call could have changed: lines and their graphs, locks, tasks, cached copies."""
+    memory.quiesce(10.0)
+    board = memory.board_state
+    return memory.line_graphs.snapshot(), board.locks.snapshot(), board.tasks.snapshot(), memory.board.holders()
+
+
 def test_every_public_method_of_an_agent_refuses_bad_arguments_with_typed_errors() -> None:
     untyped: list[str] = []
+    changed: list[str] = []
     with MemorySystem.open(runtime="threads") as memory:
         pa = memory.agent("pa", "PA")
         pa.write("plan:p", {"n": 1})
@@ -72,13 +80,16 @@ def test_every_public_method_of_an_agent_refuses_bad_arguments_with_typed_errors
                 for bad in HOSTILE:
                     args = {p.name: GOOD.get(p.name, "x") for p in parameters if p.default is inspect.Parameter.empty}
                     args[parameter.name] = bad
+                    before = _state(memory)
                     try:
                         method(**args, timeout=5.0) if waits else method(**args)
                     except GlidingError:
-                        pass
+                        if _state(memory) != before:
+                            changed.append(f"{name}({parameter.name}={type(bad).__name__})")
                     except Exception as exc:  # noqa: BLE001 - collected: the defect this test looks for
                         untyped.append(f"{name}({parameter.name}={type(bad).__name__}): {type(exc).__name__}")
         assert untyped == []
+        assert changed == [], "refused, yet something changed"
         crashed = {actor: a["crashes"] for actor, a in memory.supervision()["actors"].items() if a["crashes"]}
         assert crashed == {}
         # and the memory serves
