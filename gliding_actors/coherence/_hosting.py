@@ -291,8 +291,9 @@ class CacheActor:
                         "iri": iri_done,
                         "version": result["version"],
                         "agent": self.agent,
-                        # the bus shows the event only to agents whose role may read this graph
-                        "graph": self.controller.graph_of(iri_done),
+                        # the bus shows the event only to agents whose role may read this graph:
+                        # the graph of this version (a later write in the same batch may move it)
+                        "graph": result.get("graph") or self.controller.graph_of(iri_done),
                     }
                     ctx.send(
                         BUS_ACTOR,

@@ -182,6 +182,8 @@ _SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], 
 @example(seed=1, plan=RACE)
 @example(seed=2, plan=RACE)
 @example(seed=3, plan=RACE)
+# An event carried the graph the line was in when it was sent, not the graph of its version.
+@example(seed=1, plan=[[("write", 2, "r:0", None), ("write", 2, "r:0", "execution")]])
 def test_racing_writes_are_judged_on_the_version_they_overwrite_and_nothing_leaks(
     seed: int, plan: list[list[tuple[str, int, str, str | None]]]
 ) -> None:
