@@ -596,7 +596,9 @@ class MemorySystem(CrashOps):
             return node.value, node.version, list(node.tags), node.graph
         entry = self._l0.retrieve(iri, touch=False)
         if entry is None:
-            return None
+            # L0 lists no tombstones (so the graph rebuilt from it holds none), but keeps their version
+            deleted = self._l0.retrieve_version(iri)
+            return None if deleted == 0 else (None, deleted, [], DEFAULT_GRAPH)
         return entry.content, entry.version, list(entry.tags), entry.named_graph or DEFAULT_GRAPH
 
     def stats(self, *, timeout: float | None = None) -> dict[str, Any]:

@@ -522,7 +522,13 @@ class DirectoryController:
                 line.owner, line.state = None, D_I
             else:
                 # Stale: ownership moved on (a Fwd-GetM / Fwd-GetS overtook this Put);
-                # the data already went where it belongs, so only acknowledge.
+                # the data already went where it belongs, so only acknowledge. One
+                # exception: a PutM from the owner a recall's Fwd-GetS is waiting on
+                # (S_D) carries exactly the version that Data will, so home takes it
+                # now: if the owner dies before it answers, the Reclaim serves this
+                # version from home instead of losing an acknowledged write.
+                if kind == m.PUT_M and st == D_SD and src == line.fwd_from:
+                    self._take_home(iri, msg, durable=False)
                 line.sharers.discard(src)
                 if st == D_S and not line.sharers:
                     line.state = D_I

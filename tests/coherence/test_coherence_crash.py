@@ -202,6 +202,41 @@ def test_reclaim_answers_a_waiting_reader_from_home() -> None:
     assert d.inspect("x:1") == {"directory": "S", "owner": None, "sharers": ["c2"]}
 
 
+def test_a_putm_racing_a_recall_keeps_its_version_when_the_owner_dies_before_answering() -> None:
+    """The owner wrote v2 (acknowledged, write-back) and was evicting it (PutM in flight) when a flush's
+    recall sent it a Fwd-GetS; it died before answering. The directory, in S_D, dropped the PutM as stale
+    and the Reclaim served v1 from home: the acknowledged v2 was lost although its data had reached the
+    directory (fault seed 20261148). The PutM now goes home, and the Reclaim serves v2."""
+    home = DictHome()
+    home.store("x:1", {"v": 1}, 1, True, None)
+    d = DirectoryController("dir", home)
+    d.handle("c1", {"t": "GetM", "iri": "x:1", "src": "c1"})  # c1 owns it, writes v2 in its cache
+    out = d.handle("flusher", m.recall("flusher", 1, ["x:1"]))
+    assert [(dst, msg["t"]) for dst, msg in out] == [("c1", "Fwd-GetS")]
+    assert d.handle("c1", m.put_m("x:1", "c1", {"v": 2}, 2, {"tags": [], "graph": "shared"})) == [
+        ("c1", m.put_ack("x:1", "dir"))
+    ]
+    out = d.reclaim("c1")  # c1 died before it answered the Fwd-GetS
+    assert home.load("x:1") == ({"v": 2}, 2)
+    assert d.fallbacks == [("x:1", 2)]  # served from home: the newest version, nothing lost
+    assert [(dst, msg["t"]) for dst, msg in out] == [("flusher", "Recall-Ack")]
+
+
+def test_a_putm_racing_a_recall_is_taken_once_when_the_owner_answers_too() -> None:
+    home = DictHome()
+    home.store("x:1", {"v": 1}, 1, True, None)
+    d = DirectoryController("dir", home)
+    d.handle("c1", {"t": "GetM", "iri": "x:1", "src": "c1"})
+    d.handle("flusher", m.recall("flusher", 1, ["x:1"]))
+    meta = {"tags": [], "graph": "shared"}
+    d.handle("c1", m.put_m("x:1", "c1", {"v": 2}, 2, meta))
+    stores = home.stores
+    out = d.handle("c1", m.data("x:1", "c1", {"v": 2}, 2, meta, acks=0, excl=False, n=3))  # the Fwd-GetS answered
+    assert home.stores == stores and home.load("x:1") == ({"v": 2}, 2)
+    assert [(dst, msg["t"]) for dst, msg in out] == [("flusher", "Recall-Ack")]
+    assert d.inspect("x:1") == {"directory": "I", "owner": None, "sharers": []}
+
+
 def test_rebuild_refuses_an_impossible_census_and_notes_transients() -> None:
     d = DirectoryController("dir", DictHome())
     with pytest.raises(ProtocolError):

@@ -245,3 +245,19 @@ def test_a_write_back_line_is_answered_once_it_is_home() -> None:
         assert memory.submit_recall().get() == 1
         assert memory.line_copy("exec:a") == ({"n": 1}, 1, ["draft"], "execution")
         assert memory.line_copy("exec:a") == home_then_l0(memory, "exec:a")
+
+
+def test_a_tombstone_is_a_line_copy_after_reopening(tmp_path: Path) -> None:
+    """L0 lists no tombstones, so the graph rebuilt from it on open holds none, and line_copy answered
+    None (a line nobody wrote) for a line deleted at v2: a crash's fallback then reported version 0 and
+    the fault sweep saw home hold v2, "newer than any write" (fault seed 20261299). It answers the
+    tombstone now, with its version."""
+    with MemorySystem.open(tmp_path, runtime="sim") as memory:
+        sa = memory.agent("sa", "SA")
+        sa.write("note:n", {"text": "t"}, tags=["confirmed_fact"])
+        assert sa.delete("note:n") == 2
+        memory.flush()
+    with MemorySystem.open(tmp_path, runtime="sim") as memory:
+        assert memory.l0.retrieve_version("note:n") == 2
+        assert memory.line_copy("note:n") == (None, 2, [], "shared")
+        assert memory.line_copy("note:never") is None

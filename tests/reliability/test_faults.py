@@ -302,6 +302,19 @@ def test_the_fault_sweep_keeps_every_invariant() -> None:
     assert figures["ops"] > 200
 
 
+def test_the_benchmarks_quick_fault_sweep_keeps_every_invariant() -> None:
+    """The seeds and size of ``bench reliability --quick`` (200 seeds x 400 steps, about 20 s here),
+    on every CI run: two broken promises landed unseen when only the 12-seed sweep above ran (seed
+    20261148, an acknowledged write dropped by a directory waiting on a dying owner; seed 20261299, a
+    tombstone read as a line nobody wrote after a process crash)."""
+    figures = run_faults(seeds=range(20261130, 20261330), steps=400)
+    assert figures["failures"] == [], "\n".join(
+        f"seed {f['seed']} step {f['step']}: {f['what']}: {f['detail']}" for f in figures["failures"]
+    )
+    _clean(figures)
+    assert figures["by_kind"]["process_crash"] > 0
+
+
 def test_a_process_crash_in_the_sweep_keeps_the_durability_contract() -> None:
     plan = FaultPlan(p_process=1.0, p_fault=0.02)  # the first fault of each seed kills the process
     # 400 steps: a seed draws no fault at all in 200 with probability 0.98**200 (1.8 %)
