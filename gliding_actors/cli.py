@@ -69,6 +69,20 @@ def _parser() -> argparse.ArgumentParser:
         help="write a sequence diagram of the protocol messages (sim; one file, the first seed)",
     )
 
+    rep = sub.add_parser(
+        "repair",
+        help="repair a damaged L0 (a lost CURRENT, records that do not decode) on a copy, and say what was kept",
+        description=(
+            "Runs LevelDB's repair, then drops the L0 records that do not decode and rebuilds every index from"
+            " the nodes that remain, and verifies the result. PATH is a memory's folder (its l0 and every L0"
+            " shard are repaired) or one L0 folder. Works on a copy beside each L0 folder (NAME.repaired)"
+            " unless --in-place. Exit 0: repaired and verified; 1: problems remain; 2: nothing to repair."
+        ),
+    )
+    rep.add_argument("path", metavar="PATH")
+    rep.add_argument("--in-place", action="store_true", help="repair the folders themselves, not copies")
+    rep.add_argument("--json", action="store_true", help="print one JSON object")
+
     cv = sub.add_parser("convert", help="turn a recorded trace (JSON lines) into a format-v1 scenario")
     cv.add_argument("trace", metavar="TRACE")
     cv.add_argument("-o", "--output", required=True, metavar="FILE.yaml", help="the scenario to write (.yaml or .json)")
@@ -161,6 +175,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _bench(args)
     if args.command == "convert":
         return _convert(args)
+    if args.command == "repair":
+        return _repair(args)
     if args.command == "skill":
         from gliding_actors.skills._cli import run_skill
 
@@ -296,6 +312,53 @@ def _write_diagram(path: str, run: Any) -> None:
 
 
 # -- convert -------------------------------------------------------------------
+
+
+def _l0_folders(path: Path) -> list[Path]:
+    """The L0 folders under ``path``: a memory's l0 and its shards, or ``path`` itself."""
+    from gliding_actors.l0 import SHARDS_DIR
+
+    found = [path / "l0"] if (path / "l0").is_dir() else []
+    shards = path / SHARDS_DIR
+    if shards.is_dir():
+        found += sorted(p for p in shards.iterdir() if p.is_dir() and not p.name.endswith(".repaired"))
+    return found or [path]
+
+
+def _repair(args: argparse.Namespace) -> int:
+    from gliding_actors.l0._repair import repair_l0
+
+    out = Console(highlight=False, soft_wrap=True, emoji=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+    reports = []
+    for folder in _l0_folders(Path(args.path)):
+        try:
+            reports.append(repair_l0(folder, in_place=args.in_place))
+        except GlidingError as exc:
+            err.print(f"error: {exc}", markup=False)
+            return EXIT_INVALID
+    if args.json:
+        out.print(json.dumps({"reports": reports}, indent=2), markup=False)
+    else:
+        for report in reports:
+            plural = "" if report["nodes"] == 1 else "s"
+            out.print(
+                f"{report['source']}: {report['nodes']} node{plural} and {report['tombstones']} tombstones kept,"
+                f" {len(report['dropped'])} records dropped, {report['index_keys']} index keys rebuilt;"
+                f" the repaired database is {report['repaired']}",
+                markup=False,
+            )
+            for key in report["dropped"]:
+                out.print(f"  dropped (did not decode): {key}", markup=False)
+            for problem in report["problems"]:
+                out.print(f"  still wrong: {problem}", markup=False)
+        if not args.in_place:
+            out.print(
+                "The originals are untouched. To use a repaired copy, move the original folder aside and give the"
+                " copy its name, or run again with --in-place.",
+                markup=False,
+            )
+    return EXIT_OK if all(not r["problems"] for r in reports) else EXIT_FAILED
 
 
 def _convert(args: argparse.Namespace) -> int:

@@ -54,6 +54,62 @@ def leveldb_options(config: L0Config) -> dict[str, Any]:
     }
 
 
+#: Written into an L0 directory when L0 creates its database there: from then on the
+#: directory is opened only as an existing database, never created over.
+MARKER = "GLIDING-L0"
+
+
+def _holds_leveldb_files(path: str) -> bool:
+    """Whether ``path`` holds a LevelDB table, write-ahead log or manifest (data to keep)."""
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise StorageError(f"cannot list the L0 directory {path}: {exc}") from exc
+    return any(
+        name.endswith((".ldb", ".sst")) or name.startswith("MANIFEST-") or (name.endswith(".log") and name[0].isdigit())
+        for name in names
+    )
+
+
+def _is_new(path: str) -> bool:
+    """Whether L0 may create its database at ``path``: only where there is none yet.
+
+    LevelDB's ``create_if_missing`` would make a fresh, empty database over
+    tables whose CURRENT file is lost, and then delete them as obsolete. So a
+    directory that L0 marked, or that holds LevelDB files, is opened as an
+    existing database, and a missing CURRENT is a :class:`StorageError`.
+    """
+    existing = os.path.exists(os.path.join(path, MARKER)) or _holds_leveldb_files(path)
+    if existing and not os.path.exists(os.path.join(path, "CURRENT")):
+        raise StorageError(
+            f"L0 database {path} has lost its CURRENT file (the pointer to its manifest), so it cannot be"
+            f" opened; its tables are untouched. Recover what they hold with `gliding-actors repair {path}`"
+            " (it works on a copy unless given --in-place)"
+        )
+    return not existing
+
+
+def _mark(path: str) -> None:
+    """Write the marker (durably) once the database is open; kept if already there."""
+    marker = os.path.join(path, MARKER)
+    if os.path.exists(marker):
+        return
+    try:
+        with open(marker, "w", encoding="utf-8") as handle:
+            handle.write("an L0 database of gliding-actors: never created over\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        directory = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    except OSError as exc:
+        raise StorageError(f"cannot write the marker of the L0 database {path}: {exc}") from exc
+
+
 class _StoreBase:
     """State and lifecycle of an L0 store; :class:`~gliding_actors.l0.L0Store` documents the arguments."""
 
@@ -99,14 +155,16 @@ class _StoreBase:
         self._graph_keys: dict[str, bytes] = {}
         self._type_keys: dict[str, bytes] = {}
         self._closed = True
+        new = _is_new(self._path)
         try:
-            self._db = plyvel.DB(self._path, **leveldb_options(self._config))
+            self._db = plyvel.DB(self._path, **{**leveldb_options(self._config), "create_if_missing": new})
         except plyvel.CorruptionError as exc:
             raise StorageError(f"L0 database {self._path} is corrupt: {exc}") from exc
         except plyvel.Error as exc:
             raise StorageError(f"cannot open L0 database {self._path}: {exc}") from exc
         try:
             self._check_format()
+            _mark(self._path)
         except BaseException:
             self._db.close()
             raise

@@ -1,6 +1,6 @@
 """The CLI answers hostile arguments and files with an exit code and a message, never a traceback.
 
-Each subcommand that reads input (replay, convert, skill import/sign/verify/list,
+Each subcommand that reads input (replay, convert, repair, skill import/sign/verify/list,
 bench with a bad suite) is given bad option values (inf, NaN, huge and negative
 numbers, lone surrogates, NUL, empty strings) and bad files (missing, a folder,
 empty, binary, not UTF-8, deeply nested, not the expected shape). Every run must
@@ -56,6 +56,8 @@ def _commands(tmp: Path) -> list[list[str]]:
             ["skill", "sign", path, "--key", path, "--key-id", "k"],
             ["skill", "verify", path, "--keyring", path],
             ["skill", "list", "--memory", path],
+            ["repair", path],
+            ["repair", path, "--in-place", "--json"],
         ]
     demo = str(Path(__file__).parents[2] / "scenarios" / "demo")
     scenario = min(Path(demo).glob("*.yaml"))
@@ -89,6 +91,6 @@ def test_every_cli_command_refuses_hostile_input_with_an_exit_code(tmp_path: Pat
 
 def test_the_hostile_commands_cover_every_input_reading_subcommand(tmp_path: Path) -> None:
     seen = {tuple(itertools.takewhile(lambda a: not a.startswith("-") and "/" not in a, argv))[:2] for argv in _commands(tmp_path)}
-    assert {("replay",), ("convert",), ("skill", "import"), ("skill", "sign"), ("skill", "verify"), ("skill", "list")} <= {
+    assert {("replay",), ("convert",), ("repair",), ("skill", "import"), ("skill", "sign"), ("skill", "verify"), ("skill", "list")} <= {
         s[:2] if s[0] == "skill" else s[:1] for s in seen
     }
