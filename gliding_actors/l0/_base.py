@@ -6,10 +6,12 @@ need it: the reads counted in memory are written down by :meth:`_StoreBase.flush
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 import msgpack
 import plyvel
@@ -36,6 +38,8 @@ from gliding_actors.l0._entry import (
 )
 
 _unpackb = msgpack.unpackb
+P = ParamSpec("P")
+R = TypeVar("R")
 _tuple_new = tuple.__new__
 
 
@@ -52,6 +56,29 @@ def leveldb_options(config: L0Config) -> dict[str, Any]:
         "max_open_files": config.max_open_files,
         "block_size": config.block_size_bytes,
     }
+
+
+def storage_error(path: str, exc: Exception) -> StorageError:
+    """The typed form of one of LevelDB's errors met while using the database at ``path``."""
+    if isinstance(exc, plyvel.CorruptionError):
+        return StorageError(
+            f"L0 database {path} is damaged ({exc!s}); `gliding-actors repair {path}` recovers what it can,"
+            " on a copy"
+        )
+    return StorageError(f"L0 database {path}: {type(exc).__name__}: {exc!s}")
+
+
+def typed_storage_errors(method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
+    """``method`` of an L0 store, with LevelDB's errors raised as :class:`StorageError`."""
+
+    def typed(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except plyvel.Error as exc:
+            raise storage_error(self._path, exc) from exc
+
+    functools.update_wrapper(typed, method)  # name, docstring and signature for help()
+    return typed
 
 
 #: Written into an L0 directory when L0 creates its database there: from then on the

@@ -24,14 +24,16 @@ The class is split over private modules: ``_base`` (LevelDB handle, lifecycle, a
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 import msgpack
+import plyvel
 
 from gliding_actors.errors import CorruptRecord, InvalidInput, StorageError, show
 from gliding_actors.l0 import _keys as K
-from gliding_actors.l0._base import leveldb_options
+from gliding_actors.l0._base import leveldb_options, storage_error, typed_storage_errors
 from gliding_actors.l0._checks import (
     _bound,
     _check_version_arg,
@@ -206,7 +208,10 @@ class L0Store(_StoreWrites, _StoreVerify):
         generation = self._generation
         get = self._get
         key = _NODE + iri_b
-        raw = get(key)
+        try:
+            raw = get(key)
+        except plyvel.Error as exc:
+            raise storage_error(self._path, exc) from exc
         if raw is None:
             # Checked only on a miss: a hit proves the IRI was valid when stored.
             if _iri_match(iri) is None:
@@ -237,7 +242,10 @@ class L0Store(_StoreWrites, _StoreVerify):
             fields.append(0)  # both set below
             fields.append(0.0)
         else:
-            araw = get(akey)
+            try:
+                araw = get(akey)
+            except plyvel.Error as exc:
+                raise storage_error(self._path, exc) from exc
             if araw is None:  # never written down: 0 reads, last accessed when created
                 fields.append(0)
                 fields.append(fields[F_CREATED])
@@ -568,3 +576,13 @@ def _index_iris(snap: Any, namespace: bytes, label: str) -> set[bytes]:
     n = len(prefix)
     with snap.iterator(prefix=prefix, include_value=False) as it:
         return {key[n:] for key in it}
+
+
+# LevelDB's own errors (a damaged table met by a read, a failed write) surface as StorageError naming the
+# database, from every public method: retrieve() converts them inline (its path is L0's hottest), the others
+# through one wrapper each.
+for _name, _member in list(vars(L0Store).items()) + [
+    (n, m) for base in L0Store.__mro__[1:] for n, m in vars(base).items() if n not in vars(L0Store)
+]:
+    if not _name.startswith("_") and _name != "retrieve" and inspect.isfunction(_member):
+        setattr(L0Store, _name, typed_storage_errors(_member))

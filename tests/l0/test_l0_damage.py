@@ -113,3 +113,28 @@ def test_the_repair_command_repairs_a_memorys_l0_and_says_what_it_did(
         assert memory.agent("pa", "PA").read("plan:p")["value"] == {"goal": "g"}
     assert main(["repair", str(tmp_path / "nothing-here")]) == 2  # nothing to repair there
     assert not (tmp_path / "nothing-here").exists()
+
+
+def test_a_damaged_table_is_a_storage_error_from_every_read_and_repair_recovers(tmp_path: Path) -> None:
+    """A read meeting a damaged block raised plyvel's own CorruptionError; it is a StorageError naming
+    the database and the repair command now."""
+    where = tmp_path / "l0"
+    _filled(where, 500)
+    table = next(p for p in where.iterdir() if p.suffix == ".ldb")
+    data = bytearray(table.read_bytes())
+    for offset in range(1000, 1100):
+        data[offset] ^= 0xFF
+    table.write_bytes(bytes(data))
+    with L0Store(where, clock=VirtualClock()) as store:
+        for read in (
+            lambda: [store.retrieve(f"note:{i}") for i in range(500)],
+            lambda: store.query_by_tags(["t"]),
+            store.query,
+            store.verify,
+        ):
+            with pytest.raises(StorageError, match="gliding-actors repair"):
+                read()
+    report = repair_l0(where)
+    assert report["problems"] == [] and report["nodes"] + len(report["dropped"]) <= 500
+    with L0Store(report["repaired"], clock=VirtualClock()) as store:
+        assert store.verify() == [] and len(store.query()) == report["nodes"]
