@@ -344,7 +344,8 @@ def _repair(args: argparse.Namespace) -> int:
             plural = "" if report["nodes"] == 1 else "s"
             out.print(
                 f"{report['source']}: {report['nodes']} node{plural} and {report['tombstones']} tombstones kept,"
-                f" {len(report['dropped'])} records dropped, {report['index_keys']} index keys rebuilt;"
+                f" {len(report['dropped'])} records dropped, {report['index_keys']} index keys rebuilt,"
+                f" {report['lost_synced_batches']} acknowledged synced write batches missing;"
                 f" the repaired database is {report['repaired']}",
                 markup=False,
             )

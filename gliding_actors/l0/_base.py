@@ -137,6 +137,36 @@ def _mark(path: str) -> None:
         raise StorageError(f"cannot write the marker of the L0 database {path}: {exc}") from exc
 
 
+#: Beside the database: the count of synced write batches L0 acknowledged, fsync'd after each.
+HIGH_WATER = "GLIDING-L0-HIGH-WATER"
+
+
+def _read_high_water(path: str) -> int:
+    """The acknowledged count the side file holds (0 when there is none yet)."""
+    try:
+        with open(os.path.join(path, HIGH_WATER), "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        raise StorageError(f"cannot read {HIGH_WATER} of the L0 database {path}: {exc}") from exc
+    try:
+        return int(raw.decode("ascii").strip() or 0)
+    except (UnicodeDecodeError, ValueError):
+        raise StorageError(f"{HIGH_WATER} of the L0 database {path} does not hold a count: {raw[:40]!r}") from None
+
+
+def write_high_water(path: str, count: int) -> None:
+    """Record durably that ``count`` synced batches were acknowledged (written, then fsync'd)."""
+    fd = os.open(os.path.join(path, HIGH_WATER), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        text = f"{count:020d}\n".encode("ascii")  # fixed width: one write over the old one
+        os.pwrite(fd, text, 0)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
 class _StoreBase:
     """State and lifecycle of an L0 store; :class:`~gliding_actors.l0.L0Store` documents the arguments."""
 
@@ -192,6 +222,7 @@ class _StoreBase:
         try:
             self._check_format()
             _mark(self._path)
+            self._high_water = self._check_high_water()
         except BaseException:
             self._db.close()
             raise
@@ -211,6 +242,43 @@ class _StoreBase:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def _check_high_water(self) -> int:
+        """The synced batches the database holds; refuse it if it holds fewer than were acknowledged.
+
+        Every synced batch also bumps ``\\x00meta:high-water`` inside the batch, and once
+        LevelDB has fsync'd it the same count is fsync'd to a side file. A write-ahead log
+        damaged or cut short after that (a lost log file, a torn sector) would open as a
+        database missing acknowledged writes; the two counts tell.
+        """
+        raw = self._db.get(K.META_HIGH_WATER)
+        held = 0 if raw is None else _unpackb(raw)
+        if type(held) is not int or held < 0:
+            raise CorruptRecord(f"L0 key {K.META_HIGH_WATER!r} holds {held!r}, not a count")
+        acknowledged = _read_high_water(self._path)
+        if held < acknowledged:
+            raise StorageError(
+                f"L0 database {self._path} lost acknowledged writes: it holds {held} synced write batches,"
+                f" {acknowledged} were acknowledged (its write-ahead log was damaged or cut short)."
+                f" `gliding-actors repair {self._path}` recovers what is left, on a copy"
+            )
+        if held > acknowledged:  # the side file lags by the batch a crash interrupted, or is new
+            write_high_water(self._path, held)
+        return held
+
+    def _commit(self, wb: Any, sync: bool) -> None:
+        """Write batch ``wb``; a synced one also advances the high-water count (caller holds the write lock)."""
+        if not sync:
+            wb.write()
+            return
+        count = self._high_water + 1
+        wb.put(K.META_HIGH_WATER, packb(count))
+        wb.write()
+        self._high_water = count
+        try:
+            write_high_water(self._path, count)
+        except OSError as exc:
+            raise StorageError(f"cannot record the high-water count of the L0 database {self._path}: {exc}") from exc
 
     def _check_format(self) -> None:
         raw = self._db.get(K.META_FORMAT)
@@ -329,7 +397,7 @@ class _StoreBase:
                         # An empty batch may not reach the log; rewrite the format
                         # key so that the fsync happens.
                         put(K.META_FORMAT, packb(K.FORMAT_VERSION))
-                    wb.write()
+                    self._commit(wb, sync)
                 except BaseException:
                     self._pending = pending
                     raise

@@ -58,6 +58,8 @@ FORMAT_VERSION = 2
 SHARDS_DIR = "l0-shards"
 
 META_FORMAT = b"\x00meta:format"
+#: msgpack int: how many synced write batches this database holds (see _base.HIGH_WATER)
+META_HIGH_WATER = b"\x00meta:high-water"
 META_PREFIX = b"\x00meta:"
 NODE = b"n:"
 ACCESS = b"a:"

@@ -25,7 +25,7 @@ import plyvel
 from gliding_actors.clock import SystemClock
 from gliding_actors.errors import CorruptRecord, IncompatibleFormat, StorageError
 from gliding_actors.l0 import _keys as K
-from gliding_actors.l0._base import MARKER, _holds_leveldb_files, _mark
+from gliding_actors.l0._base import MARKER, _holds_leveldb_files, _mark, _read_high_water, write_high_water
 from gliding_actors.l0._entry import (
     check_record_fields,
     decode_access,
@@ -85,7 +85,9 @@ def repair_l0(path: str | os.PathLike[str], *, in_place: bool = False) -> dict[s
     Keys: ``source``, ``repaired`` (the folder now holding the repaired
     database: a new sibling unless ``in_place``), ``nodes`` and ``tombstones``
     kept, ``dropped`` (the keys of records that did not decode, as text),
-    ``index_keys`` (rebuilt), ``problems`` (what :meth:`L0Store.verify` still
+    ``index_keys`` (rebuilt), ``lost_synced_batches`` (acknowledged synced
+    write batches the repaired database does not hold: writes lost with a
+    damaged write-ahead log), ``problems`` (what :meth:`L0Store.verify` still
     finds: empty on success). Raises :class:`StorageError` when ``path`` holds
     no LevelDB files or LevelDB cannot repair it.
     """
@@ -148,11 +150,16 @@ def repair_l0(path: str | os.PathLike[str], *, in_place: bool = False) -> dict[s
                     batch.delete(key)
             if db.get(K.META_FORMAT) is None:
                 batch.put(K.META_FORMAT, msgpack.packb(K.FORMAT_VERSION))
+        raw = db.get(K.META_HIGH_WATER)
+        held = msgpack.unpackb(raw) if raw is not None else 0
+        held = held if type(held) is int and held >= 0 else 0
     except plyvel.Error as exc:
         raise StorageError(f"cannot rewrite the repaired L0 database {target}: {exc}") from exc
     finally:
         db.close()
     _mark(target)
+    acknowledged = _read_high_water(target)
+    write_high_water(target, held)  # what the repaired database holds is what it now promises
     with L0Store(target, clock=SystemClock()) as store:
         problems = store.verify()
     return {
@@ -162,5 +169,7 @@ def repair_l0(path: str | os.PathLike[str], *, in_place: bool = False) -> dict[s
         "tombstones": tombstones,
         "dropped": dropped,
         "index_keys": index_keys,
+        # synced write batches acknowledged before the damage that the repaired database lacks
+        "lost_synced_batches": max(0, acknowledged - held),
         "problems": problems,
     }

@@ -120,7 +120,7 @@ class L0Store(_StoreWrites, _StoreVerify):
             fields = self._apply(
                 wb, iri_b, fields, packed, merge, expect_version, float(self._clock.now()), None
             )
-            wb.write()
+            self._commit(wb, do_sync)
         if not self._pending:
             return _tuple_new(L0Entry, fields)
         return self._with_pending(fields)
@@ -152,7 +152,7 @@ class L0Store(_StoreWrites, _StoreVerify):
             apply = self._apply
             for iri_b, fields, packed in prepared:
                 out.append(apply(wb, iri_b, fields, packed, merge, None, now, overlay))
-            wb.write()
+            self._commit(wb, do_sync)
         return [self._with_pending(f) for f in out]
 
     def store_jsonld_node(

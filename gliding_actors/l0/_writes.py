@@ -117,7 +117,7 @@ class _StoreWrites(_StoreBase):
                         value = traw  # an idempotent re-flush: written again, unchanged
                 wb = db.write_batch(sync=do_sync)
                 wb.put(tkey, value)
-                wb.write()
+                self._commit(wb, do_sync)
                 return False
             old = decode_record(key, raw, iri)
             current = old[_F_VERSION]
@@ -135,7 +135,7 @@ class _StoreWrites(_StoreBase):
             wb.delete(key)
             wb.delete(_ACCESS + iri_b)
             wb.put(tkey, pack_tombstone(version, now))
-            wb.write()
+            self._commit(wb, do_sync)
             with self._access_lock:
                 self._pending.pop(iri, None)
                 self._generation += 1
@@ -169,7 +169,7 @@ class _StoreWrites(_StoreBase):
                     wb.delete(_ACCESS + iri_b)
                     wb.put(_TOMB + iri_b, pack_tombstone(old[_F_VERSION] + 1, now))
                     gone.append(iri)
-            wb.write()
+            self._commit(wb, do_sync)
             with self._access_lock:
                 for iri in gone:
                     self._pending.pop(iri, None)
@@ -211,7 +211,9 @@ class _StoreWrites(_StoreBase):
                 fields[_F_VECTOR_ID] = vector_id
             if mesi_state is not UNSET:
                 fields[_F_MESI] = mesi_state
-            db.put(key, _pack(fields, packb(fields[_F_CONTENT])), sync=do_sync)
+            wb = db.write_batch(sync=do_sync)
+            wb.put(key, _pack(fields, packb(fields[_F_CONTENT])))
+            self._commit(wb, do_sync)
         return self._with_pending(fields)
 
     # -- write internals -------------------------------------------------------
