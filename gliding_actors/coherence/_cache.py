@@ -62,7 +62,7 @@ from gliding_actors.coherence._states import (
     ProtocolError,
     S,
 )
-from gliding_actors.errors import ConflictError, InvalidInput, PermissionDenied, show
+from gliding_actors.errors import ConflictError, InvalidInput, PermissionDenied, StorageError, show
 
 __all__ = ["CacheController"]
 
@@ -529,12 +529,12 @@ class CacheController:
                 return f"role {self._role} may not {action} in graph {graph!r} (line {req['iri']})"
         return None
 
-    def _refuse(self, line: _Line, out: Out, req: Msg, why: str) -> None:
+    def _refuse(self, line: _Line, out: Out, req: Msg, why: str, *, error: str = PermissionDenied.__name__) -> None:
         line.ops.popleft()
         line.msgs = 0
         line.busy = False
         self._touch(line)
-        out.append((CLIENT, m.failed(req["op"], PermissionDenied.__name__, why)))
+        out.append((CLIENT, m.failed(req["op"], error, why)))
 
     def _write_meta(self, line: _Line, req: Msg) -> Msg:
         """Tags and graph of the version ``req`` makes.
@@ -669,6 +669,16 @@ class CacheController:
                 if line.busy:
                     line.msgs += 1
                 return
+        elif kind == m.WT_NACK and st == MW_A and msg["version"] == line.version:
+            # Home holds the write but could not make it durable: the line stays this
+            # cache's dirty M copy (as a write-back would), and the write fails, typed.
+            line.state = M
+            line.msgs += 1
+            self._refuse(
+                line, out, line.ops[0], f"{msg['iri']} v{line.version} is held but not durable: {msg['error']}",
+                error=StorageError.__name__,
+            )
+            return
         elif kind == m.WT_ACK and st == MW_A and msg["version"] == line.version:
             line.state = M
             line.msgs += 1

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from gliding_actors.coherence import _messages as m
 from gliding_actors.coherence._messages import Meta, Msg, Value
 from gliding_actors.coherence._states import D_EM, D_I, D_S, D_SD, DIR_STATES, ProtocolError
+from gliding_actors.errors import StorageError
 
 __all__ = ["DirectoryController", "Home"]
 
@@ -543,7 +544,13 @@ class DirectoryController:
         elif kind == m.WT:
             # From the owner, which holds M and defers any Fwd until our ack, so
             # this is the newest version of the line whatever state we are in.
-            self._take_home(iri, msg, durable=True)
+            try:
+                self._take_home(iri, msg, durable=True)
+            except StorageError as exc:
+                # Home holds the version but L0 refused it: the owner must hear so (it
+                # waits for an answer), and this directory goes on serving the line.
+                out.append((src, m.wt_nack(iri, self.name, msg["version"], str(exc))))
+                return
             out.append((src, m.wt_ack(iri, self.name, msg["version"])))
             return
         raise ProtocolError(f"{self.name}: {kind} from {src} for {iri} in state {st}: {msg!r}")

@@ -31,6 +31,7 @@ from gliding_actors.errors import (
     GlidingError,
     InvalidInput,
     PermissionDenied,
+    StorageError,
     show,
 )
 from gliding_actors.l2._graph_writer import FENCE, FENCED, GRAPH_ACTOR, PUTS
@@ -129,6 +130,8 @@ def _error(name: str, text: str) -> GlidingError:
         return ConflictError(text)
     if name == PermissionDenied.__name__:
         return PermissionDenied(text)
+    if name == StorageError.__name__:
+        return StorageError(text)
     return InvalidInput(text)
 
 

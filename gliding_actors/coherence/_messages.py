@@ -62,6 +62,7 @@ PUT_ACK = "Put-Ack"
 # -- ours ------------------------------------------------------------------
 WT = "WT"
 WT_ACK = "WT-Ack"
+WT_NACK = "WT-Nack"
 RECALL = "Recall"
 RECALL_ACK = "Recall-Ack"
 # -- recovery (handled by the hosting actors, not the controllers) ----------
@@ -96,6 +97,7 @@ PROTOCOL_KINDS = frozenset(
         PUT_ACK,
         WT,
         WT_ACK,
+        WT_NACK,
     }
 )
 
@@ -242,6 +244,13 @@ def wt_ack(iri: str, src: str, version: int) -> Msg:
     """Directory -> owner: ``version`` is durable at home; the write may complete."""
     msg = _base(WT_ACK, iri, src)
     msg.update(version=version)
+    return msg
+
+
+def wt_nack(iri: str, src: str, version: int, error: str) -> Msg:
+    """Directory -> owner: home holds ``version`` but could not make it durable (``error``); the write fails."""
+    msg = _base(WT_NACK, iri, src)
+    msg.update(version=version, error=error)
     return msg
 
 

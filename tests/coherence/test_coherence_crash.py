@@ -9,11 +9,12 @@ what every agent reads.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from dict_home import DictHome
 
-from gliding_actors import ActorUnavailable, InvalidInput, MemorySystem
+from gliding_actors import ActorUnavailable, InvalidInput, MemorySystem, StorageError
 from gliding_actors.clock import VirtualClock
 from gliding_actors.coherence import _messages as m
 from gliding_actors.coherence._directory import DirectoryController
@@ -292,3 +293,50 @@ def test_a_census_of_no_cache_rebuilds_at_once() -> None:
     assert not d.recovering
     assert d.census_answer("c1", {"t": m.CENSUS_ACK, "lines": {"x:1": "M"}}) is None  # a late answer changes nothing
     assert d.inspect("x:1")["directory"] == "I"
+
+
+class _RefusingHome(DictHome):
+    """A home whose durable store fails (a full disk under L0)."""
+
+    def store(self, iri: str, value: Any, version: int, durable: bool, meta: Any) -> None:
+        super().store(iri, value, version, False, meta)
+        if durable:
+            raise StorageError("disk full (injected)")
+
+
+def test_a_home_refusing_a_write_through_answers_the_writer_and_keeps_serving() -> None:
+    """The directory's WT handler raised the StorageError: the writer waited for a WT-Ack forever, and
+    every later request for the line waited behind it. The writer now gets a WT-Nack, its write fails
+    with StorageError, and the line stays its dirty M copy, served as usual."""
+    home = _RefusingHome()
+    d = DirectoryController("dir", home)
+    d.handle("c1", {"t": "GetM", "iri": "x:1", "src": "c1"})
+    out = d.handle("c1", m.wt("x:1", "c1", {"v": 1}, 1, {"tags": ["confirmed_fact"], "graph": "shared"}))
+    assert [(dst, msg["t"], msg["version"]) for dst, msg in out] == [("c1", "WT-Nack", 1)]
+    assert "disk full" in out[0][1]["error"] and home.load("x:1") == ({"v": 1}, 1)
+    out = d.handle("c2", {"t": "GetS", "iri": "x:1", "src": "c2"})
+    assert [(dst, msg["t"]) for dst, msg in out] == [("c1", "Fwd-GetS")]
+
+
+def test_a_write_through_l0_refuses_fails_typed_and_the_memory_serves_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gliding_actors.l0 import L0Store
+
+    store_many = L0Store.store_many
+
+    def refusing(self: L0Store, entries: Any, **options: Any) -> Any:
+        entries = list(entries)
+        if any(entry.iri == "plan:boom" for entry in entries):
+            raise StorageError("disk full (injected)")
+        return store_many(self, entries, **options)
+
+    with MemorySystem.open(runtime="sim") as memory:
+        pa, ca = memory.agent("pa", "PA"), memory.agent("ca", "CA")
+        monkeypatch.setattr(L0Store, "store_many", refusing)
+        with pytest.raises(StorageError, match="held but not durable: disk full"):
+            pa.write("plan:boom", {"x": 1}, tags=["confirmed_fact"], timeout=5.0)
+        assert pa.write("plan:ok", {"x": 2}, tags=["confirmed_fact"], timeout=5.0)["version"] == 1
+        assert ca.read("plan:boom", timeout=5.0)["value"] == {"x": 1}  # held, and served
+        assert memory.supervision()["actors"]["dir:0"]["crashes"] == 0
+        monkeypatch.setattr(L0Store, "store_many", store_many)
+        memory.flush(timeout=5.0)
+        assert memory.l0.retrieve_version("plan:boom") == 1  # durable once L0 takes it
