@@ -43,6 +43,8 @@ def _lines(*lines: Any) -> str:
         _lines({**HEADER, "t0": [1]}, AGENT, _op()),  # float() of a list
         _lines(HEADER, {"kind": "agent", "role": "PA"}, _op()),  # KeyError 'id'
         _lines(HEADER, AGENT, _op(t_issued="soon")),
+        _lines(HEADER, AGENT, _op(t_issued=10**400)),  # math.isfinite of a huge int: OverflowError escaped
+        _lines({**HEADER, "t0": -(10**400)}, AGENT, _op()),
         _lines(HEADER, AGENT, _op(completed=None)),
         _lines(HEADER, AGENT, _op(error="ConflictError")),
         _lines(HEADER, AGENT, _op(op="query", args={"sparql": "SELECT * WHERE { ?s ?p ?o }"}, result={"rows": 7})),
