@@ -417,10 +417,6 @@ class EmbedderChain:
                 skipped.append((kind, str(exc)))
         return cls(built, skipped)
 
-    @property
-    def primary(self) -> Embedder:
-        return self.embedders[0]
-
     def by_name(self, name: str) -> Embedder | None:
         """The embedder of vector space ``name``, if this chain has it."""
         for e in self.embedders:

@@ -78,9 +78,6 @@ class SearchFilters:
     min_importance: float | None = None
     max_importance: float | None = None
 
-    def is_empty(self) -> bool:
-        return self == SearchFilters()
-
 
 def _str_list(raw: Any, where: str) -> tuple[str, ...]:
     if raw is None:

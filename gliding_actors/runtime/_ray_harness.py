@@ -178,8 +178,6 @@ class LocalRayCluster:
         self._lock = threading.RLock()
         self._started = False
         self._stopped = False
-        #: seconds the start took (head + every node alive), for reports
-        self.startup_s: float | None = None
 
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self) -> Self:
@@ -208,8 +206,7 @@ class LocalRayCluster:
         # A process that ends without stop() (a memory never closed) must not leave
         # its cluster running: the nodes are sessions of their own and outlive it.
         atexit.register(self.stop)
-        began = self._clock.now()
-        deadline = began + self._timeout_s
+        deadline = self._clock.now() + self._timeout_s
         self._root = Path(tempfile.mkdtemp(prefix="ga-ray-", dir=self._parent))
         try:
             per_node = _NODE_FIXED_PORTS + self._worker_ports
@@ -228,7 +225,6 @@ class LocalRayCluster:
         except BaseException:
             self.stop()
             raise
-        self.startup_s = self._clock.now() - began
         return self
 
     def stop(self) -> None:
