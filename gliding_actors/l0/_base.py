@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import msgpack
 import plyvel
 
-from gliding_actors._closing import ClosesOnExit
 from gliding_actors.clock import Clock
 from gliding_actors.errors import (
     CorruptRecord,
@@ -54,7 +54,7 @@ def leveldb_options(config: L0Config) -> dict[str, Any]:
     }
 
 
-class _StoreBase(ClosesOnExit):
+class _StoreBase:
     """State and lifecycle of an L0 store; :class:`~gliding_actors.l0.L0Store` documents the arguments."""
 
     def __init__(
@@ -187,6 +187,17 @@ class _StoreBase(ClosesOnExit):
         """
         raw = self._live().get_property(b"leveldb.approximate-memory-usage")
         return int(raw) if raw else 0
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"L0Store({self._path!r}{', closed' if self._closed else ''})"

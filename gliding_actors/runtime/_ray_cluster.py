@@ -48,9 +48,9 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
-from gliding_actors._closing import ClosesOnExit
 from gliding_actors.errors import InvalidInput, show
 from gliding_actors.runtime._ray_harness import LocalRayCluster
 from gliding_actors.runtime._ray_node import INSTALL_HINT, NODE_LAUNCHER, import_ray
@@ -126,7 +126,7 @@ def _keep_host(host: str) -> str:
     return host
 
 
-class RayConnection(ClosesOnExit):
+class RayConnection:
     """This process connected to a cluster as a Ray driver (see :func:`connect`).
 
     :meth:`close` (or leaving the ``with`` block) calls ``ray.shutdown()`` and
@@ -139,6 +139,17 @@ class RayConnection(ClosesOnExit):
         self.namespace = namespace
         self._env_keys = env_keys
         self._closed = False
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     def close(self) -> None:
         """Disconnect (idempotent)."""
