@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from gliding_actors.clock import VirtualClock
-from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput, Timeout, show
+from gliding_actors.errors import ActorUnavailable, InvalidInput, Timeout, show
 from gliding_actors.runtime._cell import (
     Cell,
     Effects,
@@ -459,7 +459,5 @@ class Simulator:
 
 
 def _error_name(error: Any) -> str:
-    if isinstance(error, GlidingError):
-        return type(error).__name__
     return type(error).__name__ if isinstance(error, BaseException) else str(error)
 
