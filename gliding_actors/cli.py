@@ -184,13 +184,9 @@ def _ray_session(runtime: str, address: str | None) -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def _record_file(path: str | None) -> Iterator[IO[str] | None]:
-    if path is None:
-        yield None
-        return
-    with open(path, "w", encoding="utf-8") as handle:
-        yield handle
+def _record_file(path: str | None) -> contextlib.AbstractContextManager[IO[str] | None]:
+    """Where ``--record`` writes (nothing without it), for the caller's ``with``."""
+    return contextlib.nullcontext() if path is None else open(path, "w", encoding="utf-8")
 
 
 def _replay(args: argparse.Namespace) -> int:
