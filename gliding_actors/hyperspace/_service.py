@@ -349,10 +349,10 @@ class HyperspaceService:
             job = self._jobs.get()
             if job is _STOP:
                 return
-            name, index = job
-            if isinstance(index, _Marker):
-                index.done.set()
+            if isinstance(job, threading.Event):  # wait_rebuilds: all queued before it is done
+                job.set()
                 continue
+            name, index = job
             try:
                 index.install(build_forest(index.begin_rebuild()))
                 index.save(self._space_dir(name))
@@ -366,7 +366,7 @@ class HyperspaceService:
         if not self.threaded or self._worker is None or self._closed:
             return
         done = threading.Event()
-        self._jobs.put(("__marker__", _Marker(done)))
+        self._jobs.put(done)
         done.wait(timeout)
 
     # -- persistence ---------------------------------------------------------------------------
@@ -465,13 +465,6 @@ class HyperspaceService:
             "rebuild_errors": list(self.rebuild_errors),
             "searches": self.searches,
         }
-
-
-class _Marker:
-    """A queue item that only signals: everything queued before it is done."""
-
-    def __init__(self, done: threading.Event) -> None:
-        self.done = done
 
 
 class HyperspaceActor:
