@@ -54,6 +54,11 @@ _MIN_OBJECT_STORE_MB = 75
 _POLL_S = 0.1
 
 
+def _int_at_least(value: object, low: int) -> bool:
+    """Whether ``value`` is an int (a bool is not one) of at least ``low``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
 @dataclasses.dataclass
 class _Node:
     index: int
@@ -108,7 +113,7 @@ class LocalRayCluster:
         seed: int | None = None,
         ray_start_args: Sequence[str] = (),
     ) -> None:
-        if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        if not _int_at_least(nodes, 1):
             raise InvalidInput(f"nodes must be an int >= 1, not {show(nodes)}", path=("nodes",))
         try:
             ipaddress.ip_address(host)
@@ -116,30 +121,18 @@ class LocalRayCluster:
             raise InvalidInput(
                 f"host must be an IP address literal, not {show(host)}", path=("host",)
             ) from None
-        if (
-            isinstance(cpus_per_node, bool)
-            or not isinstance(cpus_per_node, int)
-            or cpus_per_node < 0
-        ):
+        if not _int_at_least(cpus_per_node, 0):
             raise InvalidInput(
                 f"cpus_per_node must be an int >= 0, not {show(cpus_per_node)}", path=("cpus_per_node",)
             )
-        if (
-            isinstance(object_store_mb, bool)
-            or not isinstance(object_store_mb, int)
-            or object_store_mb < _MIN_OBJECT_STORE_MB
-        ):
+        if not _int_at_least(object_store_mb, _MIN_OBJECT_STORE_MB):
             raise InvalidInput(
                 f"object_store_mb must be an int >= {_MIN_OBJECT_STORE_MB} (Ray's minimum), not {show(object_store_mb)}",
                 path=("object_store_mb",),
             )
         if not timeout_s > 0 or not stop_grace_s >= 0:
             raise InvalidInput("timeout_s must be > 0 and stop_grace_s >= 0", path=("timeout_s",))
-        if (
-            isinstance(worker_ports_per_node, bool)
-            or not isinstance(worker_ports_per_node, int)
-            or worker_ports_per_node < 4
-        ):
+        if not _int_at_least(worker_ports_per_node, 4):
             raise InvalidInput(
                 "worker_ports_per_node must be an int >= 4", path=("worker_ports_per_node",)
             )
@@ -287,11 +280,7 @@ class LocalRayCluster:
 
     # -- internals -----------------------------------------------------------------
     def _node(self, index: int) -> _Node:
-        if (
-            isinstance(index, bool)
-            or not isinstance(index, int)
-            or not 0 <= index < len(self._nodes)
-        ):
+        if not _int_at_least(index, 0) or index >= len(self._nodes):
             raise InvalidInput(
                 f"no node {show(index)}: the cluster has {len(self._nodes)}", path=("index",)
             )
