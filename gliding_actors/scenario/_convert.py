@@ -69,12 +69,11 @@ import jsonschema
 from gliding_actors.config import Config
 from gliding_actors.errors import InvalidInput, show
 from gliding_actors.scenario._model import FORMAT_V1
+from gliding_actors.scenario._ops.coherence import line_disagreement
 from gliding_actors.scenario._opspecs import get_op_spec, op_specs
 from gliding_actors.scenario._record import TRACE_FORMAT
 
 __all__ = ["ConvertOptions", "convert_trace", "read_trace", "scenario_yaml"]
-
-_STABLE_LINE = {"I", "S", "E", "M"}
 
 
 class ConvertOptions:
@@ -183,22 +182,6 @@ def _result_mapping(op: str, raw: Any) -> dict[str, Any]:
     return {}
 
 
-def _settled_snapshot(found: Mapping[str, Any]) -> bool:
-    caches = found.get("caches") or {}
-    if any(state not in _STABLE_LINE for state in caches.values()):
-        return False
-    holding = {a: s for a, s in caches.items() if s != "I"}
-    state = found.get("directory")
-    if state == "I":
-        return not holding
-    if state == "S":
-        return set(holding) == set(found.get("sharers") or []) and all(s == "S" for s in holding.values())
-    if state == "EM":
-        owner = found.get("owner")
-        return set(holding) == {owner} and holding.get(str(owner)) in ("E", "M")
-    return False
-
-
 def _expectation(
     op: str,
     agent: str | None,
@@ -230,7 +213,7 @@ def _expectation(
         if rows:
             out["contains"] = rows
     elif op == "inspect":
-        if not _settled_snapshot(result):
+        if line_disagreement("", result) is not None:  # not a settled snapshot
             return None
     elif op in ("turn", "session") and agent is not None:
         if op == "turn" and result.get("evicted"):
