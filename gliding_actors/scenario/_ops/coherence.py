@@ -70,7 +70,7 @@ def _truth(world: ReplayWorld) -> _Truth:
     return truth
 
 
-def _track(world: ReplayWorld, step: OpStep, future: Future[Any], record: Any) -> Future[Mapping[str, Any]]:
+def _track(future: Future[Any], record: Any) -> Future[Mapping[str, Any]]:
     def done(result: Any) -> Mapping[str, Any]:
         out = dict(result)
         record(out)
@@ -84,7 +84,7 @@ def _read(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
     agent = world.agent(step)
     iri = step.args["iri"]
     truth = _truth(world)
-    return _track(world, step, agent.submit_read(iri), lambda r: truth.saw(agent.id, iri, r["version"]))
+    return _track(agent.submit_read(iri), lambda r: truth.saw(agent.id, iri, r["version"]))
 
 
 def _write_like(world: ReplayWorld, step: OpStep, future: Future[Any], value: Any) -> Future[Mapping[str, Any]]:
@@ -92,10 +92,7 @@ def _write_like(world: ReplayWorld, step: OpStep, future: Future[Any], value: An
     iri = step.args["iri"]
     truth = _truth(world)
     return _track(
-        world,
-        step,
-        future,
-        lambda r: truth.wrote(agent.id, iri, r["version"], value, r.get("policy") == "write_through"),
+        future, lambda r: truth.wrote(agent.id, iri, r["version"], value, r.get("policy") == "write_through")
     )
 
 
