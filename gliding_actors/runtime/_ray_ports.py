@@ -46,19 +46,7 @@ class NodePorts:
 
     def all(self) -> list[int]:
         """Every port of the node (the worker range expanded)."""
-        fixed = [
-            self.node_manager,
-            self.object_manager,
-            self.dashboard_agent_listen,
-            self.dashboard_agent_grpc,
-            self.metrics_export,
-            self.runtime_env_agent,
-            self.gcs,
-            self.ray_client_server,
-            self.dashboard,
-            self.autoscaler_metrics,
-            self.dashboard_metrics,
-        ]
+        fixed = [getattr(self, name) for name in _FIELDS if not name.endswith("_worker")]
         return [p for p in fixed if p] + list(range(self.min_worker, self.max_worker + 1))
 
     def flags(self) -> list[str]:
@@ -87,6 +75,10 @@ class NodePorts:
             "AUTOSCALER_METRIC_PORT": str(self.autoscaler_metrics),
             "DASHBOARD_METRIC_PORT": str(self.dashboard_metrics),
         }
+
+
+#: the port names in declaration order: the node's fixed ones, its worker range, the head's
+_FIELDS = tuple(field.name for field in dataclasses.fields(NodePorts))
 
 
 def _ephemeral_low() -> int:
@@ -148,25 +140,11 @@ def _plan_ports(
     out: list[NodePorts] = []
     p = base
     for i in range(nodes):
-        fixed = {
-            "node_manager": p,
-            "object_manager": p + 1,
-            "dashboard_agent_listen": p + 2,
-            "dashboard_agent_grpc": p + 3,
-            "metrics_export": p + 4,
-            "runtime_env_agent": p + 5,
-        }
+        fixed = {name: p + k for k, name in enumerate(_FIELDS[:_NODE_FIXED_PORTS])}
         p += _NODE_FIXED_PORTS
         head: dict[str, int] = {}
         if i == 0:
-            names = (
-                "gcs",
-                "ray_client_server",
-                "dashboard",
-                "autoscaler_metrics",
-                "dashboard_metrics",
-            )
-            head = {name: p + k for k, name in enumerate(names)}
+            head = {name: p + k for k, name in enumerate(_FIELDS[-_HEAD_EXTRA_PORTS:])}
             if not ray_client:
                 head["ray_client_server"] = 0
             p += _HEAD_EXTRA_PORTS
