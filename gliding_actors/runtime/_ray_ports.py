@@ -51,16 +51,9 @@ class NodePorts:
 
     def flags(self) -> list[str]:
         """The ``ray start`` flags that pin these ports."""
-        out = [
-            f"--node-manager-port={self.node_manager}",
-            f"--object-manager-port={self.object_manager}",
-            f"--dashboard-agent-listen-port={self.dashboard_agent_listen}",
-            f"--dashboard-agent-grpc-port={self.dashboard_agent_grpc}",
-            f"--metrics-export-port={self.metrics_export}",
-            f"--runtime-env-agent-port={self.runtime_env_agent}",
-            f"--min-worker-port={self.min_worker}",
-            f"--max-worker-port={self.max_worker}",
-        ]
+        # every node's: --node-manager-port=..., ..., --min-worker-port=..., --max-worker-port=...
+        every_node = _FIELDS[: _NODE_FIXED_PORTS + 2]
+        out = [f"--{name.replace('_', '-')}-port={getattr(self, name)}" for name in every_node]
         if self.gcs:
             out += [f"--port={self.gcs}", f"--dashboard-port={self.dashboard}"]
         if self.ray_client_server:
