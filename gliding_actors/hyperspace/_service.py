@@ -241,10 +241,8 @@ class HyperspaceService:
             return False
         self._structure_unchecked = False
         self.structure_changes = 0
-        try:
-            from gliding_actors.hyperspace._poincare import PoincareEmbedding, hierarchy_edges
-        except ImportError:  # pragma: no cover - the module ships with the package
-            return False
+        from gliding_actors.hyperspace._poincare import PoincareEmbedding, hierarchy_edges
+
         memory = self._memory
         edges = hierarchy_edges(memory.graph)
         if not edges:
