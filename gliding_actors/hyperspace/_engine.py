@@ -25,6 +25,7 @@ ranking (more matched tags first).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 from collections import OrderedDict
@@ -233,10 +234,8 @@ class HyperspaceEngine:
         """Embed a value's text ahead of time (a write still in an agent's cache); no document changes."""
         text = node_text(value)
         if text.strip():
-            try:
+            with contextlib.suppress(EmbeddingError):  # indexing it will raise it where it matters
                 self.embed_text(text)
-            except EmbeddingError:
-                pass  # the real index attempt will raise it where it matters
 
     # -- documents ------------------------------------------------------------------------
     def upsert(

@@ -29,6 +29,7 @@ Ray is an optional extra, imported only when this backend is created.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import importlib
 import itertools
@@ -528,10 +529,8 @@ class RayRuntime:
             host.peer_lost(name)
 
     def _kill_by_name(self, name: str) -> None:
-        try:
+        with contextlib.suppress(ValueError):  # already gone
             self._ray.kill(self._ray.get_actor(name, namespace=self._namespace), no_restart=True)
-        except ValueError:
-            pass  # already gone
 
     def lookup(self, name: str) -> _Ref:
         with self._lock:

@@ -4,6 +4,7 @@ alive, and stops exactly the processes it owns. Overview: :mod:`._ray_cluster`."
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import ipaddress
 import os
@@ -395,11 +396,8 @@ class LocalRayCluster:
         """Until the head's GCS accepts connections (the other nodes need it)."""
         while True:
             self._check_running(node)
-            try:
-                with socket.create_connection((self.host, port), timeout=0.5):
-                    return
-            except OSError:
-                pass
+            with contextlib.suppress(OSError), socket.create_connection((self.host, port), 0.5):
+                return
             if self._clock.now() > deadline:
                 raise Timeout(
                     f"the Ray head's GCS did not listen on {self.host}:{port} in time\n{self.log_tail(0)}"
@@ -445,18 +443,14 @@ class LocalRayCluster:
 
     def _signal(self, pid: int, start: int, sig: int) -> None:
         if _running(pid, start):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
 
     def _signal_group(self, node: _Node, sig: int) -> None:
         # the leader is our unreaped child: its pid, hence the group id, cannot be reused yet
         if node.proc.returncode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(node.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def _reap_leader(self, node: _Node, timeout: float) -> None:
         try:
@@ -530,10 +524,8 @@ class LocalRayCluster:
 
     def _finish(self, node: _Node) -> None:
         """Let the launcher reap the node's processes and exit; SIGKILL what is left."""
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             node.proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            pass
         self._signal_group(node, signal.SIGKILL)
         for pid, start in list(node.seen.items()):
             self._signal(pid, start, signal.SIGKILL)
