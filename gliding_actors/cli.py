@@ -139,19 +139,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.argv = list(argv) if argv is not None else sys.argv[1:]  # bench all records the exact command
-    if args.command == "replay":
-        return _replay(args)
-    if args.command == "demo":
-        return _demo(args)
-    if args.command == "bench":
-        return _bench(args)
-    if args.command == "convert":
-        return _convert(args)
     if args.command == "skill":
         from gliding_actors.skills._cli import run_skill
 
         return run_skill(args)
-    raise AssertionError(args.command)  # pragma: no cover - argparse enforces the choices
+    commands = {"replay": _replay, "demo": _demo, "bench": _bench, "convert": _convert}
+    return commands[args.command](args)  # argparse accepts no other command
 
 
 # -- replay --------------------------------------------------------------------

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import importlib
 import itertools
 import logging
@@ -62,6 +61,7 @@ from gliding_actors.runtime._ray_wire import (
     seen_as,
     unpack,
 )
+from gliding_actors.runtime._threads import Timers
 
 __all__ = ["RayRuntime", "decode_reply", "encode_reply", "node_affinity", "pack", "unpack"]
 
@@ -302,11 +302,10 @@ class RayRuntime:
         self._stopping = threading.Event()
         #: actors whose process was seen to die, oldest first (for reports and tests)
         self.lost: list[str] = []
-        #: timers of driver-hosted actors on a VirtualClock: (due, seq, host, message)
-        self._virtual_timers: list[tuple[float, int, DriverHost, Message]] = []
-        self._timer_seq = itertools.count()
+        #: driver-hosted actors' timers on a VirtualClock, as on threads (None: on the system clock)
+        self._timers: Timers | None = None
         if isinstance(self._clock, VirtualClock):
-            self._clock.on_change(lambda _now: self._fire_due())
+            self._timers = Timers(self._clock, lambda host, message: host.fire(message))
 
     # -- interface ---------------------------------------------------------
     @property
@@ -427,25 +426,12 @@ class RayRuntime:
     def _schedule(self, host: DriverHost, delay: float, message: Message) -> None:
         """A driver-hosted actor's timer: on a VirtualClock it fires when the clock
         is moved past it (as on threads); on the system clock after ``delay`` s."""
-        if not isinstance(self._clock, VirtualClock):
-            timer = threading.Timer(delay, host.fire, args=(message,))
-            timer.daemon = True
-            timer.start()
+        if self._timers is not None:
+            self._timers.add(delay, host, message)
             return
-        with self._lock:
-            heapq.heappush(self._virtual_timers, (self._clock.now() + delay, next(self._timer_seq), host, message))
-        if delay <= 0:
-            self._fire_due()
-
-    def _fire_due(self) -> None:
-        now = self._clock.now()
-        due: list[tuple[DriverHost, Message]] = []
-        with self._lock:
-            while self._virtual_timers and self._virtual_timers[0][0] <= now:
-                _when, _seq, host, message = heapq.heappop(self._virtual_timers)
-                due.append((host, message))
-        for host, message in due:
-            host.fire(message)
+        timer = threading.Timer(delay, host.fire, args=(message,))
+        timer.daemon = True
+        timer.start()
 
     def _driver_host(self, name: str) -> DriverHost | None:
         with self._lock:
@@ -642,8 +628,7 @@ class RayRuntime:
 
     def next_timer(self) -> float | None:
         """When the earliest timer of a driver-hosted actor falls due on a VirtualClock, or None."""
-        with self._lock:
-            return self._virtual_timers[0][0] if self._virtual_timers else None
+        return None if self._timers is None else self._timers.next_deadline()
 
     def _counts(self, timeout: float) -> dict[str, Any] | None:
         """Every live actor's counts, or None if some message is visibly unhandled."""
