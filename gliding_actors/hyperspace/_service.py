@@ -260,13 +260,17 @@ class HyperspaceService:
     def submit_refresh_structure(self) -> Future[bool]:
         """Recall dirty lines, catch up and retrain the Poincaré model now, whatever the staleness count
         (True if it retrained: False when no typed write changed since the last time)."""
+        return self._ask_actor({"t": "refresh_structure"}, recall=True)
+
+    def _ask_actor(self, request: dict[str, Any], *, recall: bool) -> Future[Any]:
+        """Ask the hyperspace actor ``request`` once every dirty line is home (at once: ``recall=False``)."""
         memory = self._memory
 
-        def ask(_moved: int) -> Future[bool]:
-            future: Future[bool] = memory.runtime.lookup(HYPERSPACE_ACTOR).ask({"t": "refresh_structure"})
+        def ask(_moved: int) -> Future[Any]:
+            future: Future[Any] = memory.runtime.lookup(HYPERSPACE_ACTOR).ask(request)
             return future
 
-        return ChainedFuture(memory.submit_recall(), ask)
+        return ChainedFuture(memory.submit_recall(), ask) if recall else ask(0)
 
     # -- search ------------------------------------------------------------------------------
     def submit_search(
@@ -275,16 +279,8 @@ class HyperspaceService:
         """Recall dirty lines (unless the caller just did: ``recall=False``), then rank on the actor.
         Bad arguments raise before anything is sent."""
         checked_text, checked_k, checked_filters = check_search_args(text, k, filters)
-        memory = self._memory
         request = {"t": "search", "role": role, "text": checked_text, "k": checked_k, "filters": checked_filters}
-
-        def ask(_moved: int) -> Future[dict[str, Any]]:
-            future: Future[dict[str, Any]] = memory.runtime.lookup(HYPERSPACE_ACTOR).ask(request)
-            return future
-
-        if not recall:
-            return ask(0)
-        return ChainedFuture(memory.submit_recall(), ask)
+        return self._ask_actor(request, recall=recall)
 
     def search_now(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The actor's half of a search: catch up, refresh the structure, rank, confine."""
