@@ -340,16 +340,7 @@ class RayRuntime:
             return self._spawn_in_driver(
                 name, factory, supervisor=supervisor, restart=restart, relayed=placement == IN_DRIVER
             )
-        options: dict[str, Any] = {
-            "name": name,
-            "namespace": self._namespace,
-            # Scheduling needs no CPU: a cluster of two cores still hosts dozens of actors.
-            "num_cpus": 0,
-            "max_restarts": 0,
-        }
-        if placement is not None:
-            options["scheduling_strategy"] = node_affinity(placement)
-        host_class = _remote_class(ray, RayHost).options(**options)
+        host_class = _remote_class(ray, RayHost).options(**self._actor_options(name, placement))
         handle = self._create_named(name, lambda: host_class.remote(name, factory, supervisor, restart, self._namespace))
         try:
             ray.get(handle.start.remote(), timeout=self._spawn_timeout_s)
@@ -365,6 +356,19 @@ class RayRuntime:
                 self._monitor = threading.Thread(target=self._watch, name="gliding-ray-monitor", daemon=True)
                 self._monitor.start()
         return _Ref(self, name, handle)
+
+    def _actor_options(self, name: str, node: str | None) -> dict[str, Any]:
+        """The Ray options of an actor registered as ``name``, pinned to ``node`` when given."""
+        options: dict[str, Any] = {
+            "name": name,
+            "namespace": self._namespace,
+            # Scheduling needs no CPU: a cluster of two cores still hosts dozens of actors.
+            "num_cpus": 0,
+            "max_restarts": 0,
+        }
+        if node is not None:
+            options["scheduling_strategy"] = node_affinity(node)
+        return options
 
     def _create_named(self, name: str, create: Callable[[], Any]) -> Any:
         """Create the Ray actor registered under ``name``; InvalidInput if the name is taken.
@@ -395,13 +399,7 @@ class RayRuntime:
         ray = self._ray
         relay = None
         if relayed:
-            options = {
-                "name": name,
-                "namespace": self._namespace,
-                "num_cpus": 0,
-                "max_restarts": 0,
-                "scheduling_strategy": node_affinity(ray.get_runtime_context().get_node_id()),
-            }
+            options = self._actor_options(name, ray.get_runtime_context().get_node_id())
             relay_class = _remote_class(ray, Relay).options(**options)
             relay = self._create_named(name, relay_class.remote)
         try:
