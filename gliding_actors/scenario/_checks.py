@@ -114,13 +114,8 @@ def _translate(error: Any, prefix: PathT, data: Any, pos: _Positions) -> Iterato
             pos, path, f"{name} must be {_show(error.validator_value)}, got {_show(instance)}"
         )
         return
-    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        relation = {
-            "minimum": ">=",
-            "maximum": "<=",
-            "exclusiveMinimum": ">",
-            "exclusiveMaximum": "<",
-        }[kind]
+    if kind in _RELATIONS:
+        relation = _RELATIONS[kind]
         yield _issue(
             pos, path, f"{name} must be {relation} {error.validator_value}, got {_show(instance)}"
         )
@@ -149,6 +144,8 @@ def _translate(error: Any, prefix: PathT, data: Any, pos: _Positions) -> Iterato
     yield _issue(pos, path, f"{name}: {error.message}")
 
 
+#: JSON Schema's bound keywords, as the relation the value must bear to the bound
+_RELATIONS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
 _TYPE_WORDS = {
     "object": "a mapping",
     "array": "a list",
