@@ -215,6 +215,21 @@ class MessageLog(Protocol):
     def log_hash(self) -> str: ...
 
 
+class BackendSettings:
+    """A backend's clock and default ask timeout, as every backend answers them (set by its ``__init__``)."""
+
+    _clock: Clock
+    _ask_timeout_s: float
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def ask_timeout_s(self) -> float:
+        return self._ask_timeout_s
+
+
 class Runtime(Protocol):
     """Spawns, addresses and stops actors; one implementation per backend."""
 

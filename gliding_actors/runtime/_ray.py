@@ -47,6 +47,7 @@ from gliding_actors.runtime._interface import (
     DRIVER_ONLY,
     IN_DRIVER,
     RUNTIME_SENDER,
+    BackendSettings,
     Behaviour,
     Message,
 )
@@ -240,7 +241,7 @@ class _Ref:
         return f"<ActorRef {self._name!r} ray>"
 
 
-class RayRuntime:
+class RayRuntime(BackendSettings):
     """Actors on a Ray cluster: an existing one by ``address``, else a local one.
 
     ``address`` (``"host:port"`` of a cluster's GCS) joins that cluster as a
@@ -308,14 +309,6 @@ class RayRuntime:
             self._timers = Timers(self._clock, lambda host, message: host.fire(message))
 
     # -- interface ---------------------------------------------------------
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
-    @property
-    def ask_timeout_s(self) -> float:
-        return self._ask_timeout_s
-
     @property
     def namespace(self) -> str:
         return self._namespace

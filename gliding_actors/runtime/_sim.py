@@ -36,7 +36,7 @@ from gliding_actors.runtime._cell import (
     describe_exception,
 )
 from gliding_actors.runtime._future import BaseFuture, wait_bound
-from gliding_actors.runtime._interface import Behaviour, Message
+from gliding_actors.runtime._interface import BackendSettings, Behaviour, Message
 
 __all__ = ["Channel", "LogEntry", "SimFuture", "Simulator"]
 
@@ -101,7 +101,7 @@ class _SimRef:
         return f"<ActorRef {self._name!r} sim>"
 
 
-class Simulator:
+class Simulator(BackendSettings):
     """Deterministic actor runtime (see the module docstring).
 
     ``keep_log`` keeps every :class:`LogEntry` (the hash is always kept);
@@ -109,6 +109,7 @@ class Simulator:
     """
 
     kind = "sim"
+    _clock: VirtualClock
 
     def __init__(
         self,
@@ -153,10 +154,6 @@ class Simulator:
     @property
     def clock(self) -> VirtualClock:
         return self._clock
-
-    @property
-    def ask_timeout_s(self) -> float:
-        return self._ask_timeout_s
 
     def spawn(
         self,

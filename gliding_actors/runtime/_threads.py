@@ -24,7 +24,7 @@ from gliding_actors.clock import Clock, SystemClock, VirtualClock
 from gliding_actors.errors import ActorUnavailable, InvalidInput, Timeout, show
 from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, check_in_process_placement
 from gliding_actors.runtime._future import ThreadFuture
-from gliding_actors.runtime._interface import Behaviour, Message
+from gliding_actors.runtime._interface import BackendSettings, Behaviour, Message
 
 __all__ = ["ThreadsRuntime", "Timers"]
 
@@ -79,7 +79,7 @@ class _Ref:
         return f"<ActorRef {self._cell.name!r} threads>"
 
 
-class ThreadsRuntime:
+class ThreadsRuntime(BackendSettings):
     """Actors on Pykka threads, in this process.
 
     ``trace`` keeps the last ``trace`` deliveries (sender, receiver, message) in
@@ -109,14 +109,6 @@ class ThreadsRuntime:
         self._timers = Timers(self._clock, lambda to, msg: self._post("@timer", to, msg, None))
 
     # -- interface ---------------------------------------------------------
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
-    @property
-    def ask_timeout_s(self) -> float:
-        return self._ask_timeout_s
-
     def spawn(
         self,
         name: str,
