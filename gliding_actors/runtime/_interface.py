@@ -215,8 +215,9 @@ class MessageLog(Protocol):
     def log_hash(self) -> str: ...
 
 
-class BackendSettings:
-    """A backend's clock and default ask timeout, as every backend answers them (set by its ``__init__``)."""
+class BackendBase:
+    """What the backends answer alike: their clock and default ask timeout (each ``__init__`` sets
+    them), and no nodes to place actors on (Ray overrides :meth:`node_ids` with its cluster's)."""
 
     _clock: Clock
     _ask_timeout_s: float
@@ -228,6 +229,10 @@ class BackendSettings:
     @property
     def ask_timeout_s(self) -> float:
         return self._ask_timeout_s
+
+    def node_ids(self) -> list[str]:
+        """None: every actor lives in this process."""
+        return []
 
 
 class Runtime(Protocol):

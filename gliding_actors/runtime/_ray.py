@@ -47,7 +47,7 @@ from gliding_actors.runtime._interface import (
     DRIVER_ONLY,
     IN_DRIVER,
     RUNTIME_SENDER,
-    BackendSettings,
+    BackendBase,
     Behaviour,
     Message,
 )
@@ -241,7 +241,7 @@ class _Ref:
         return f"<ActorRef {self._name!r} ray>"
 
 
-class RayRuntime(BackendSettings):
+class RayRuntime(BackendBase):
     """Actors on a Ray cluster: an existing one by ``address``, else a local one.
 
     ``address`` (``"host:port"`` of a cluster's GCS) joins that cluster as a

@@ -36,7 +36,7 @@ from gliding_actors.runtime._cell import (
     describe_exception,
 )
 from gliding_actors.runtime._future import BaseFuture, wait_bound
-from gliding_actors.runtime._interface import BackendSettings, Behaviour, Message
+from gliding_actors.runtime._interface import BackendBase, Behaviour, Message
 
 __all__ = ["Channel", "LogEntry", "SimFuture", "Simulator"]
 
@@ -101,7 +101,7 @@ class _SimRef:
         return f"<ActorRef {self._name!r} sim>"
 
 
-class Simulator(BackendSettings):
+class Simulator(BackendBase):
     """Deterministic actor runtime (see the module docstring).
 
     ``keep_log`` keeps every :class:`LogEntry` (the hash is always kept);
@@ -280,10 +280,6 @@ class Simulator(BackendSettings):
             del self._held[channel]
         free = [c for c in self._ready if c not in self._held]
         return free or self._ready
-
-    def node_ids(self) -> list[str]:
-        """None: every actor lives in this process."""
-        return []
 
     @property
     def deterministic(self) -> bool:

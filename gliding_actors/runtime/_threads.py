@@ -24,7 +24,7 @@ from gliding_actors.clock import Clock, SystemClock, VirtualClock
 from gliding_actors.errors import ActorUnavailable, InvalidInput, Timeout, show
 from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, check_in_process_placement
 from gliding_actors.runtime._future import ThreadFuture
-from gliding_actors.runtime._interface import BackendSettings, Behaviour, Message
+from gliding_actors.runtime._interface import BackendBase, Behaviour, Message
 
 __all__ = ["ThreadsRuntime", "Timers"]
 
@@ -79,7 +79,7 @@ class _Ref:
         return f"<ActorRef {self._cell.name!r} threads>"
 
 
-class ThreadsRuntime(BackendSettings):
+class ThreadsRuntime(BackendBase):
     """Actors on Pykka threads, in this process.
 
     ``trace`` keeps the last ``trace`` deliveries (sender, receiver, message) in
@@ -219,10 +219,6 @@ class ThreadsRuntime(BackendSettings):
 
     def _inflight(self) -> int:
         return self._inflight_count
-
-    def node_ids(self) -> list[str]:
-        """None: every actor lives in this process."""
-        return []
 
     @property
     def deterministic(self) -> bool:
