@@ -57,6 +57,7 @@ run showed:
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import re
@@ -311,20 +312,16 @@ def convert_trace(
     t0 = float(header.get("t0") or 0.0)
     agents: dict[str, str] = {}
     ops: list[dict[str, Any]] = []
-    skipped: dict[str, int] = {}
-
-    def skip(why: str) -> None:
-        skipped[why] = skipped.get(why, 0) + 1
-
+    skipped: collections.Counter[str] = collections.Counter()  # why an op was left out -> how many
     for line in lines:
         if line.get("kind") == "agent":
             agents.setdefault(str(line["id"]), str(line["role"]))
         elif line.get("pending"):
-            skip(f"{line.get('call')} (still pending when the recording closed)")
+            skipped[f"{line.get('call')} (still pending when the recording closed)"] += 1
         elif line.get("op") is None:
-            skip(f"{str(line.get('call', '?')).removeprefix('submit_')} (no scenario op)")
+            skipped[f"{str(line.get('call', '?')).removeprefix('submit_')} (no scenario op)"] += 1
         elif not has_op_spec(str(line["op"])):
-            skip(f"{line['op']} (not a scenario op of this build)")
+            skipped[f"{line['op']} (not a scenario op of this build)"] += 1
         else:
             ops.append(dict(line))
 
@@ -345,10 +342,10 @@ def convert_trace(
         try:
             jsonschema.validate(args, dict(spec.args_schema))
         except jsonschema.ValidationError:
-            skip(f"{op} (arguments the format cannot express)")
+            skipped[f"{op} (arguments the format cannot express)"] += 1
             continue
         if spec.takes_agent and entry.get("agent") not in agents:
-            skip(f"{op} (by an agent the trace never registered)")
+            skipped[f"{op} (by an agent the trace never registered)"] += 1
             continue
         gap = float(entry.get("t_issued", t0)) - t0 - now
         if gap > 0 and (exact_time or gap >= opts.time_resolution):
