@@ -91,9 +91,10 @@ def _write_like(world: ReplayWorld, step: OpStep, future: Future[Any], value: An
     agent = world.agent(step)
     iri = step.args["iri"]
     truth = _truth(world)
-    return _track(
-        future, lambda r: truth.wrote(agent.id, iri, r["version"], value, r.get("policy") == "write_through")
-    )
+    def wrote(r: Mapping[str, Any]) -> None:
+        truth.wrote(agent.id, iri, r["version"], value, r.get("policy") == "write_through")
+
+    return _track(future, wrote)
 
 
 @implements("write")
