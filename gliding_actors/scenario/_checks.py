@@ -203,9 +203,8 @@ def _config_issues(data: dict[str, Any], pos: _Positions) -> list[_Issue]:
     except ConfigError as exc:
         path = _config_path(raw, exc.path)
         message = exc.message if "config" in exc.message else f"config {exc.message}"
-        if path and not _config_key_known(path):
-            return [_issue(pos, ("config", *path), message, at_key=True)]
-        return [_issue(pos, ("config", *path), message)]
+        at_key = bool(path) and not _config_key_known(path)  # the key is unknown, not its value bad
+        return [_issue(pos, ("config", *path), message, at_key=at_key)]
     return []
 
 
