@@ -8,6 +8,7 @@ production does not.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -145,10 +146,9 @@ class CrashOps:
             lost = sorted(iri for iri, version in modified.items() if version > at_home[iri])
         coherent = target.startswith("agent:") or target == "directory" or target in self.directories
         for name in victims:
-            try:  # caches and directories crash in their own handler, the others in the supervisor's shell
+            with contextlib.suppress(ActorCrashed):  # what we asked for
+                # caches and directories crash in their own handler, the others in the supervisor's shell
                 self._runtime.lookup(name).ask({"t": "crash"} if coherent else {"t": "supervision.crash"}).get(wait)
-            except ActorCrashed:
-                pass  # what we asked for
         self.quiesce(wait)
         for iri in lost:  # the registry recorded the lost write; home's version is the truth now
             self._forget_lost_version(iri)

@@ -167,21 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.command == "replay":
-        return _replay(args)
-    if args.command == "demo":
-        return _demo(args)
-    if args.command == "bench":
-        return _bench(args)
-    if args.command == "convert":
-        return _convert(args)
-    if args.command == "repair":
-        return _repair(args)
     if args.command == "skill":
         from gliding_actors.skills._cli import run_skill
 
         return run_skill(args)
-    raise AssertionError(args.command)  # pragma: no cover - argparse enforces the choices
+    commands = {"replay": _replay, "demo": _demo, "bench": _bench, "convert": _convert, "repair": _repair}
+    return commands[args.command](args)  # argparse accepts no other command
 
 
 # -- replay --------------------------------------------------------------------
@@ -214,13 +205,9 @@ def _ray_session(runtime: str, address: str | None) -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def _record_file(path: str | None) -> Iterator[IO[str] | None]:
-    if path is None:
-        yield None
-        return
-    with open(path, "w", encoding="utf-8") as handle:
-        yield handle
+def _record_file(path: str | None) -> contextlib.AbstractContextManager[IO[str] | None]:
+    """Where ``--record`` writes (nothing without it), for the caller's ``with``."""
+    return contextlib.nullcontext() if path is None else open(path, "w", encoding="utf-8")
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -37,8 +37,6 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-import pyoxigraph as ox
-
 from gliding_actors._ports import MemoryPorts
 from gliding_actors.coherence._hosting import cache_name
 from gliding_actors.context._assemble import Candidate, assemble
@@ -50,6 +48,7 @@ from gliding_actors.l1._archive import is_archive_iri
 from gliding_actors.l1._tokens import TokenCounter, get_counter
 from gliding_actors.l2._jsonld import GENID_BASE
 from gliding_actors.l3 import default_frame
+from gliding_actors.l3._gather import links_of
 from gliding_actors.runtime import ChainedFuture, CompletedFuture, Context, Future, GatheredFuture
 
 if TYPE_CHECKING:
@@ -79,7 +78,6 @@ __all__ = [
 SCHEDULER_ACTOR = "scheduler"
 PREFETCH_ACTOR = "prefetch"
 
-_RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 _INCOMING = "SELECT DISTINCT ?s ?o WHERE { GRAPH ?g { ?s ?p ?o } FILTER(isIRI(?s)) }"
 _SPACE = re.compile(r"\s+")
 #: the cheapest item worth a place (an id and a few words): the search is asked
@@ -330,14 +328,7 @@ class ContextService:
         graphs = None if role == "system" else memory.readable_graphs(role)  # takes the graph lock itself
         with memory.graph_lock:
             if may_read_here:
-                for quad in memory.graph.quads_of(iri):
-                    obj = quad.object
-                    if (
-                        isinstance(obj, ox.NamedNode)
-                        and quad.predicate.value != _RDF_TYPE
-                        and not obj.value.startswith(GENID_BASE)
-                    ):
-                        out.add(obj.value)
+                out |= links_of(memory.graph.quads_of(iri))  # as L3 reads links
             rows = memory.graph.query(
                 _INCOMING, graphs=graphs, bindings={"o": {"@id": iri}}, role_is_system=role == "system"
             )["rows"]

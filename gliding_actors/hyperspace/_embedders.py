@@ -101,6 +101,18 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
     return list(texts)
 
 
+def _in_batches(
+    texts: Sequence[str], who: str, empty_dim: int, size: int, batch: Callable[[list[str]], Matrix]
+) -> Matrix:
+    """``batch`` over ``texts`` in ``size`` slices, rows stacked; an empty text (no meaning) is refused."""
+    checked = _check_texts(texts)
+    if not checked:
+        return np.zeros((0, empty_dim), dtype=np.float32)
+    if any(not t.strip() for t in checked):
+        raise EmbeddingError(f"{who}: an empty text has no meaning to embed")
+    return np.concatenate([batch(checked[i : i + size]) for i in range(0, len(checked), size)])
+
+
 # -- hash ----------------------------------------------------------------------------
 
 
@@ -219,13 +231,7 @@ class OnnxEmbedder:
         self.name = "onnx/all-MiniLM-L6-v2-int8" if not model_path else f"onnx/{model.stem}"
 
     def embed(self, texts: Sequence[str]) -> Matrix:
-        checked = _check_texts(texts)
-        if not checked:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        if any(not t.strip() for t in checked):
-            raise EmbeddingError("onnx embedder: an empty text has no meaning to embed")
-        out = [self._batch(checked[i : i + self.batch_size]) for i in range(0, len(checked), self.batch_size)]
-        return np.concatenate(out)
+        return _in_batches(texts, "onnx embedder", self.dim, self.batch_size, self._batch)
 
     def _batch(self, texts: list[str]) -> Matrix:
         encodings = self._tokenizer.encode_batch(texts)
@@ -300,13 +306,7 @@ class OpenAIEmbedder:
         self.requests = 0
 
     def embed(self, texts: Sequence[str]) -> Matrix:
-        checked = _check_texts(texts)
-        if not checked:
-            return np.zeros((0, max(self.dim, 1)), dtype=np.float32)
-        if any(not t.strip() for t in checked):
-            raise EmbeddingError("openai embedder: an empty text has no meaning to embed")
-        parts = [self._batch(checked[i : i + self.batch_size]) for i in range(0, len(checked), self.batch_size)]
-        return np.concatenate(parts)
+        return _in_batches(texts, "openai embedder", max(self.dim, 1), self.batch_size, self._batch)
 
     def _batch(self, texts: list[str]) -> Matrix:
         body = json.dumps({"model": self.model, "input": texts}).encode("utf-8")
@@ -416,10 +416,6 @@ class EmbedderChain:
             except EmbeddingError as exc:
                 skipped.append((kind, str(exc)))
         return cls(built, skipped)
-
-    @property
-    def primary(self) -> Embedder:
-        return self.embedders[0]
 
     def by_name(self, name: str) -> Embedder | None:
         """The embedder of vector space ``name``, if this chain has it."""

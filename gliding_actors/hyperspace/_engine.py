@@ -25,6 +25,7 @@ ranking (more matched tags first).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 from collections import OrderedDict
@@ -77,9 +78,6 @@ class SearchFilters:
     graph: str | None = None
     min_importance: float | None = None
     max_importance: float | None = None
-
-    def is_empty(self) -> bool:
-        return self == SearchFilters()
 
 
 def _str_list(raw: Any, where: str) -> tuple[str, ...]:
@@ -236,10 +234,8 @@ class HyperspaceEngine:
         """Embed a value's text ahead of time (a write still in an agent's cache); no document changes."""
         text = node_text(value)
         if text.strip():
-            try:
+            with contextlib.suppress(EmbeddingError):  # indexing it will raise it where it matters
                 self.embed_text(text)
-            except EmbeddingError:
-                pass  # the real index attempt will raise it where it matters
 
     # -- documents ------------------------------------------------------------------------
     def upsert(
@@ -281,13 +277,11 @@ class HyperspaceEngine:
             source,
         )
         self._unlink(iri)
+        if vector is not None or not space:  # a new vector, or none: the old one goes
+            for other in self.spaces.values():
+                other.remove(iri)
         if vector is not None:
-            for other in self.spaces.values():
-                other.remove(iri)
             self.space(space, int(vector.shape[0])).add(iri, vector)
-        elif not space:
-            for other in self.spaces.values():
-                other.remove(iri)
         self.docs[iri] = doc
         self._link(doc)
         self.bm25.add(iri, words(text))
@@ -331,19 +325,14 @@ class HyperspaceEngine:
         if graphs is not None:
             readable = set(graphs)
             if not readable.issuperset(self._by_graph):
-                union: set[str] = set()
-                for g in readable:
-                    union |= self._by_graph.get(g, set())
-                sets.append(union)
+                sets.append(set[str]().union(*(self._by_graph.get(g, ()) for g in readable)))
         if filters.graph is not None:
             sets.append(self._by_graph.get(filters.graph, set()))
         for tag in filters.tags_must:
             sets.append(self._by_tag.get(tag, set()))
         if filters.types:
-            union = set()
-            for t in filters.types:
-                union |= self._by_type.get(short_type(t), set())
-            sets.append(union)
+            by_type = self._by_type
+            sets.append(set[str]().union(*(by_type.get(short_type(t), ()) for t in filters.types)))
         out: set[str] | None = None
         if sets:
             sets.sort(key=len)

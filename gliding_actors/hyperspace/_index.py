@@ -226,8 +226,7 @@ class VectorIndex:
             elif callable(allow):
                 ok = allow
             else:
-                allowed = set(allow)
-                ok = allowed.__contains__
+                ok = set(allow).__contains__
             found: dict[str, float] = {}
             if self._delta:
                 delta_rows = [self._row[key] for key in self._delta if ok(key)]

@@ -241,10 +241,8 @@ class HyperspaceService:
             return False
         self._structure_unchecked = False
         self.structure_changes = 0
-        try:
-            from gliding_actors.hyperspace._poincare import PoincareEmbedding, hierarchy_edges
-        except ImportError:  # pragma: no cover - the module ships with the package
-            return False
+        from gliding_actors.hyperspace._poincare import PoincareEmbedding, hierarchy_edges
+
         memory = self._memory
         edges = hierarchy_edges(memory.graph)
         if not edges:
@@ -262,13 +260,17 @@ class HyperspaceService:
     def submit_refresh_structure(self) -> Future[bool]:
         """Recall dirty lines, catch up and retrain the Poincaré model now, whatever the staleness count
         (True if it retrained: False when no typed write changed since the last time)."""
+        return self._ask_actor({"t": "refresh_structure"}, recall=True)
+
+    def _ask_actor(self, request: dict[str, Any], *, recall: bool) -> Future[Any]:
+        """Ask the hyperspace actor ``request`` once every dirty line is home (at once: ``recall=False``)."""
         memory = self._memory
 
-        def ask(_moved: int) -> Future[bool]:
-            future: Future[bool] = memory.runtime.lookup(HYPERSPACE_ACTOR).ask({"t": "refresh_structure"})
+        def ask(_moved: int) -> Future[Any]:
+            future: Future[Any] = memory.runtime.lookup(HYPERSPACE_ACTOR).ask(request)
             return future
 
-        return ChainedFuture(memory.submit_recall(), ask)
+        return ChainedFuture(memory.submit_recall(), ask) if recall else ask(0)
 
     # -- search ------------------------------------------------------------------------------
     def submit_search(
@@ -277,16 +279,8 @@ class HyperspaceService:
         """Recall dirty lines (unless the caller just did: ``recall=False``), then rank on the actor.
         Bad arguments raise before anything is sent."""
         checked_text, checked_k, checked_filters = check_search_args(text, k, filters)
-        memory = self._memory
         request = {"t": "search", "role": role, "text": checked_text, "k": checked_k, "filters": checked_filters}
-
-        def ask(_moved: int) -> Future[dict[str, Any]]:
-            future: Future[dict[str, Any]] = memory.runtime.lookup(HYPERSPACE_ACTOR).ask(request)
-            return future
-
-        if not recall:
-            return ask(0)
-        return ChainedFuture(memory.submit_recall(), ask)
+        return self._ask_actor(request, recall=recall)
 
     def search_now(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The actor's half of a search: catch up, refresh the structure, rank, confine."""
@@ -349,10 +343,10 @@ class HyperspaceService:
             job = self._jobs.get()
             if job is _STOP:
                 return
-            name, index = job
-            if isinstance(index, _Marker):
-                index.done.set()
+            if isinstance(job, threading.Event):  # wait_rebuilds: all queued before it is done
+                job.set()
                 continue
+            name, index = job
             try:
                 index.install(build_forest(index.begin_rebuild()))
                 index.save(self._space_dir(name))
@@ -366,7 +360,7 @@ class HyperspaceService:
         if not self.threaded or self._worker is None or self._closed:
             return
         done = threading.Event()
-        self._jobs.put(("__marker__", _Marker(done)))
+        self._jobs.put(done)
         done.wait(timeout)
 
     # -- persistence ---------------------------------------------------------------------------
@@ -465,13 +459,6 @@ class HyperspaceService:
             "rebuild_errors": list(self.rebuild_errors),
             "searches": self.searches,
         }
-
-
-class _Marker:
-    """A queue item that only signals: everything queued before it is done."""
-
-    def __init__(self, done: threading.Event) -> None:
-        self.done = done
 
 
 class HyperspaceActor:

@@ -69,8 +69,6 @@ GRAPH = b"g:"
 TYPE = b"y:"
 IMPORTANCE = b"i:"
 SEP = b"\x00"
-#: Every namespace an L0 database may contain (used by verify()).
-NAMESPACES = (META_PREFIX, NODE, ACCESS, TOMBSTONE, TAG, GRAPH, TYPE, IMPORTANCE)
 
 _IMPORTANCE_LEN = len(IMPORTANCE) + 8
 _pack_double = struct.Struct(">d").pack

@@ -40,7 +40,7 @@ from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l0 import L0Store, is_valid_iri
 from gliding_actors.l1._archive import SessionArchive
 from gliding_actors.l1._policy import EvictionPolicy
-from gliding_actors.l1._session import Embedder, Session, check_embedding
+from gliding_actors.l1._session import Embedder, Session, check_embedding, check_text
 from gliding_actors.l1._tokens import TokenCounter, get_counter
 from gliding_actors.runtime import Context
 
@@ -57,14 +57,6 @@ _ACTOR_PREFIX = "l1:"
 def session_actor_name(agent: str) -> str:
     """The actor name of ``agent``'s session."""
     return _ACTOR_PREFIX + agent
-
-
-def _text(value: object, what: str, *, empty: bool = True) -> str:
-    if not isinstance(value, str):
-        raise InvalidInput(f"{what} is a string, not {type(value).__name__}")
-    if not empty and not value.strip():
-        raise InvalidInput(f"{what} is empty")
-    return value
 
 
 def turn_request(
@@ -89,10 +81,10 @@ def turn_request(
     """
     request: dict[str, Any] = {
         "t": "turn",
-        "role": _text(role, "a turn's role", empty=False),
-        "summary": _text(summary, "a turn's summary", empty=False),
-        "thought": _text(thought, "a turn's thought"),
-        "content": _text(content, "a turn's content"),
+        "role": check_text(role, "a turn's role", empty=False),
+        "summary": check_text(summary, "a turn's summary", empty=False),
+        "thought": check_text(thought, "a turn's thought"),
+        "content": check_text(content, "a turn's content"),
     }
     if type(supplement) is not bool:
         raise InvalidInput(f"supplement is true or false, not {show(supplement)}")
@@ -158,8 +150,8 @@ class SessionActor:
     # -- plain methods (the actor's handlers; tests and the bench call them directly) --
     def turn(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         session = self.session
-        thought = _text(msg.get("thought", ""), "a turn's thought")
-        content = _text(msg.get("content", ""), "a turn's content")
+        thought = check_text(msg.get("thought", ""), "a turn's thought")
+        content = check_text(msg.get("content", ""), "a turn's content")
         iri = self.archive.next_block_iri()
         turn = session.prepare(
             seq=self.archive.next_block,
@@ -228,7 +220,7 @@ class SessionActor:
         embedding = msg.get("embedding")
         text = msg.get("text")
         if text is not None:
-            text = _text(text, "a query", empty=False)
+            text = check_text(text, "a query", empty=False)
         return {"evicted": self.session.set_query(embedding, text=text)}
 
     def line_changed(self, event: Mapping[str, Any]) -> None:

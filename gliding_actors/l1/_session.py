@@ -57,6 +57,7 @@ __all__ = [
     "Session",
     "Turn",
     "check_embedding",
+    "check_text",
     "render_turn",
 ]
 
@@ -164,7 +165,8 @@ def check_embedding(value: object, what: str = "an embedding") -> tuple[float, .
     return tuple(out)
 
 
-def _check_text(value: object, what: str, *, empty: bool) -> str:
+def check_text(value: object, what: str, *, empty: bool = True) -> str:
+    """``value`` if it is a string (a non-blank one unless ``empty``); InvalidInput otherwise."""
     if not isinstance(value, str):
         raise InvalidInput(f"{what} is a string, not {type(value).__name__}")
     if not empty and not value.strip():
@@ -266,8 +268,8 @@ class Session:
         The caller archives the turn between :meth:`prepare` and :meth:`commit`,
         so a turn that cannot be archived never enters the chain.
         """
-        role = _check_text(role, "a turn's role", empty=False)
-        summary = _check_text(summary, "a turn's summary", empty=False)
+        role = check_text(role, "a turn's role", empty=False)
+        summary = check_text(summary, "a turn's summary", empty=False)
         if not is_valid_iri(archive_iri):
             raise InvalidInput(f"not a valid archive IRI: {show(archive_iri)}")
         if archive_iri in self._used:
@@ -333,7 +335,7 @@ class Session:
             if self.embedder is None:
                 raise InvalidInput("a query text needs an embedder; this session has none (pass an embedding)")
             vector: tuple[float, ...] | None = check_embedding(
-                self.embedder.embed(_check_text(text, "a query", empty=False)), "the embedder's vector"
+                self.embedder.embed(check_text(text, "a query", empty=False)), "the embedder's vector"
             )
         elif embedding is not None:
             vector = check_embedding(embedding, "a query embedding")

@@ -20,6 +20,7 @@ flight with ``ActorUnavailable`` and its worker frames by itself from then on.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -127,10 +128,8 @@ def decode_failure(error: Any, framer: str) -> GlidingError:
     kind, text = (str(error[0]), str(error[1])) if isinstance(error, list) and len(error) == 2 else ("", repr(error))
     found = getattr(errors, kind, None)
     if isinstance(found, type) and issubclass(found, GlidingError) and found not in (ActorCrashed,):
-        try:
+        with contextlib.suppress(TypeError):  # an error class with a different constructor
             return found(text)
-        except TypeError:  # an error class with a different constructor
-            pass
     return ActorCrashed(framer, f"{kind}: {text}")
 
 

@@ -305,18 +305,16 @@ class SystemCounters:
         per_agent = {agent: c.snapshot() for agent, c in sorted(self.agents().items())}
         keys = ("reads", "hits", "board_hits", "local_hits", "misses", "fills", "tokens_saved", "tokens_fetched")
         total = {k: sum(a[k] for a in per_agent.values()) for k in keys}
-        messages: dict[str, int] = {}
-        writes: dict[str, int] = {"write_back": 0, "write_through": 0}
+        messages: collections.Counter[str] = collections.Counter()
+        writes = collections.Counter({"write_back": 0, "write_through": 0})
         evictions = 0
         counted = [(name, dict(t.sent), dict(t.writes)) for name, t in sorted(self.actors().items())]  # C-level copies
         counted += [(name, dict(t["sent"]), dict(t["writes"])) for name, t in sorted((elsewhere or {}).items())]
         for name, sent, written in counted:
-            for kind, n in sent.items():
-                messages[kind] = messages.get(kind, 0) + n
+            messages.update(sent)
             if name.startswith("cache:"):
                 evictions += sum(sent.get(k, 0) for k in ("PutS", "PutE", "PutM"))
-            for policy, n in written.items():
-                writes[policy] = writes.get(policy, 0) + n
+            writes.update(written)
         return {
             "agents": per_agent,
             **total,
@@ -326,5 +324,5 @@ class SystemCounters:
             "evictions": evictions,
             "messages": dict(sorted(messages.items())),
             "messages_total": sum(messages.values()),
-            "writes": writes,
+            "writes": dict(writes),
         }

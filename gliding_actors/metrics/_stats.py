@@ -92,12 +92,8 @@ def _l1(system: StatsSource, timeout: float | None) -> dict[str, Any]:
             "evictions": len(session.get("weak_refs") or []),
             "tokens": int(session.get("tokens") or 0),
         }
-    return {
-        "agents": per_agent,
-        "turns": sum(a["turns"] for a in per_agent.values()),
-        "evictions": sum(a["evictions"] for a in per_agent.values()),
-        "tokens": sum(a["tokens"] for a in per_agent.values()),
-    }
+    keys = ("turns", "evictions", "tokens")
+    return {"agents": per_agent, **{key: sum(a[key] for a in per_agent.values()) for key in keys}}
 
 
 def _l0(system: StatsSource, timeout: float | None) -> dict[str, Any]:

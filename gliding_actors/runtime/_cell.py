@@ -10,6 +10,7 @@ included.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -160,10 +161,8 @@ class Cell:
         self.alive = False
         hook = getattr(self.behaviour, "on_stop", None)
         if hook is not None:
-            try:
+            with contextlib.suppress(Exception):  # stopping goes on regardless
                 hook()
-            except Exception:  # noqa: BLE001, S110 - stopping goes on regardless
-                pass
         pending = sorted(self.deferred)
         self.deferred.clear()
         return pending

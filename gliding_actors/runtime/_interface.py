@@ -215,6 +215,26 @@ class MessageLog(Protocol):
     def log_hash(self) -> str: ...
 
 
+class BackendBase:
+    """What the backends answer alike: their clock and default ask timeout (each ``__init__`` sets
+    them), and no nodes to place actors on (Ray overrides :meth:`node_ids` with its cluster's)."""
+
+    _clock: Clock
+    _ask_timeout_s: float
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def ask_timeout_s(self) -> float:
+        return self._ask_timeout_s
+
+    def node_ids(self) -> list[str]:
+        """None: every actor lives in this process."""
+        return []
+
+
 class Runtime(Protocol):
     """Spawns, addresses and stops actors; one implementation per backend."""
 

@@ -29,7 +29,7 @@ Ray is an optional extra, imported only when this backend is created.
 from __future__ import annotations
 
 import asyncio
-import heapq
+import contextlib
 import importlib
 import itertools
 import logging
@@ -47,6 +47,7 @@ from gliding_actors.runtime._interface import (
     DRIVER_ONLY,
     IN_DRIVER,
     RUNTIME_SENDER,
+    BackendBase,
     Behaviour,
     Message,
 )
@@ -61,6 +62,7 @@ from gliding_actors.runtime._ray_wire import (
     seen_as,
     unpack,
 )
+from gliding_actors.runtime._threads import Timers
 
 __all__ = ["RayRuntime", "decode_reply", "encode_reply", "node_affinity", "pack", "unpack"]
 
@@ -239,7 +241,7 @@ class _Ref:
         return f"<ActorRef {self._name!r} ray>"
 
 
-class RayRuntime:
+class RayRuntime(BackendBase):
     """Actors on a Ray cluster: an existing one by ``address``, else a local one.
 
     ``address`` (``"host:port"`` of a cluster's GCS) joins that cluster as a
@@ -301,21 +303,12 @@ class RayRuntime:
         self._stopping = threading.Event()
         #: actors whose process was seen to die, oldest first (for reports and tests)
         self.lost: list[str] = []
-        #: timers of driver-hosted actors on a VirtualClock: (due, seq, host, message)
-        self._virtual_timers: list[tuple[float, int, DriverHost, Message]] = []
-        self._timer_seq = itertools.count()
+        #: driver-hosted actors' timers on a VirtualClock, as on threads (None: on the system clock)
+        self._timers: Timers | None = None
         if isinstance(self._clock, VirtualClock):
-            self._clock.on_change(lambda _now: self._fire_due())
+            self._timers = Timers(self._clock, lambda host, message: host.fire(message))
 
     # -- interface ---------------------------------------------------------
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
-    @property
-    def ask_timeout_s(self) -> float:
-        return self._ask_timeout_s
-
     @property
     def namespace(self) -> str:
         return self._namespace
@@ -340,16 +333,7 @@ class RayRuntime:
             return self._spawn_in_driver(
                 name, factory, supervisor=supervisor, restart=restart, relayed=placement == IN_DRIVER
             )
-        options: dict[str, Any] = {
-            "name": name,
-            "namespace": self._namespace,
-            # Scheduling needs no CPU: a cluster of two cores still hosts dozens of actors.
-            "num_cpus": 0,
-            "max_restarts": 0,
-        }
-        if placement is not None:
-            options["scheduling_strategy"] = node_affinity(placement)
-        host_class = _remote_class(ray, RayHost).options(**options)
+        host_class = _remote_class(ray, RayHost).options(**self._actor_options(name, placement))
         handle = self._create_named(name, lambda: host_class.remote(name, factory, supervisor, restart, self._namespace))
         try:
             ray.get(handle.start.remote(), timeout=self._spawn_timeout_s)
@@ -365,6 +349,19 @@ class RayRuntime:
                 self._monitor = threading.Thread(target=self._watch, name="gliding-ray-monitor", daemon=True)
                 self._monitor.start()
         return _Ref(self, name, handle)
+
+    def _actor_options(self, name: str, node: str | None) -> dict[str, Any]:
+        """The Ray options of an actor registered as ``name``, pinned to ``node`` when given."""
+        options: dict[str, Any] = {
+            "name": name,
+            "namespace": self._namespace,
+            # Scheduling needs no CPU: a cluster of two cores still hosts dozens of actors.
+            "num_cpus": 0,
+            "max_restarts": 0,
+        }
+        if node is not None:
+            options["scheduling_strategy"] = node_affinity(node)
+        return options
 
     def _create_named(self, name: str, create: Callable[[], Any]) -> Any:
         """Create the Ray actor registered under ``name``; InvalidInput if the name is taken.
@@ -395,13 +392,7 @@ class RayRuntime:
         ray = self._ray
         relay = None
         if relayed:
-            options = {
-                "name": name,
-                "namespace": self._namespace,
-                "num_cpus": 0,
-                "max_restarts": 0,
-                "scheduling_strategy": node_affinity(ray.get_runtime_context().get_node_id()),
-            }
+            options = self._actor_options(name, ray.get_runtime_context().get_node_id())
             relay_class = _remote_class(ray, Relay).options(**options)
             relay = self._create_named(name, relay_class.remote)
         try:
@@ -426,25 +417,12 @@ class RayRuntime:
     def _schedule(self, host: DriverHost, delay: float, message: Message) -> None:
         """A driver-hosted actor's timer: on a VirtualClock it fires when the clock
         is moved past it (as on threads); on the system clock after ``delay`` s."""
-        if not isinstance(self._clock, VirtualClock):
-            timer = threading.Timer(delay, host.fire, args=(message,))
-            timer.daemon = True
-            timer.start()
+        if self._timers is not None:
+            self._timers.add(delay, host, message)
             return
-        with self._lock:
-            heapq.heappush(self._virtual_timers, (self._clock.now() + delay, next(self._timer_seq), host, message))
-        if delay <= 0:
-            self._fire_due()
-
-    def _fire_due(self) -> None:
-        now = self._clock.now()
-        due: list[tuple[DriverHost, Message]] = []
-        with self._lock:
-            while self._virtual_timers and self._virtual_timers[0][0] <= now:
-                _when, _seq, host, message = heapq.heappop(self._virtual_timers)
-                due.append((host, message))
-        for host, message in due:
-            host.fire(message)
+        timer = threading.Timer(delay, host.fire, args=(message,))
+        timer.daemon = True
+        timer.start()
 
     def _driver_host(self, name: str) -> DriverHost | None:
         with self._lock:
@@ -528,10 +506,8 @@ class RayRuntime:
             host.peer_lost(name)
 
     def _kill_by_name(self, name: str) -> None:
-        try:
+        with contextlib.suppress(ValueError):  # already gone
             self._ray.kill(self._ray.get_actor(name, namespace=self._namespace), no_restart=True)
-        except ValueError:
-            pass  # already gone
 
     def lookup(self, name: str) -> _Ref:
         with self._lock:
@@ -643,8 +619,7 @@ class RayRuntime:
 
     def next_timer(self) -> float | None:
         """When the earliest timer of a driver-hosted actor falls due on a VirtualClock, or None."""
-        with self._lock:
-            return self._virtual_timers[0][0] if self._virtual_timers else None
+        return None if self._timers is None else self._timers.next_deadline()
 
     def _counts(self, timeout: float) -> dict[str, Any] | None:
         """Every live actor's counts, or None if some message is visibly unhandled."""

@@ -28,6 +28,7 @@ nothing on the cluster sends to, at the cost of no Ray worker process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import queue
@@ -99,10 +100,8 @@ class Relay:
         if self._arrived is None:
             self._arrived = asyncio.Event()
         if not self._inbox:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), wait_s)
-            except TimeoutError:
-                pass
         self._arrived.clear()
         batch, self._inbox = self._inbox, []
         return batch

@@ -4,6 +4,7 @@ alive, and stops exactly the processes it owns. Overview: :mod:`._ray_cluster`."
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import ipaddress
 import os
@@ -52,6 +53,11 @@ _RAY_SOCKET_SUFFIX = 72
 _MIN_OBJECT_STORE_MB = 75
 #: how often waits poll (seconds)
 _POLL_S = 0.1
+
+
+def _int_at_least(value: object, low: int) -> bool:
+    """Whether ``value`` is an int (a bool is not one) of at least ``low``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 
 @dataclasses.dataclass
@@ -108,7 +114,7 @@ class LocalRayCluster:
         seed: int | None = None,
         ray_start_args: Sequence[str] = (),
     ) -> None:
-        if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        if not _int_at_least(nodes, 1):
             raise InvalidInput(f"nodes must be an int >= 1, not {show(nodes)}", path=("nodes",))
         try:
             ipaddress.ip_address(host)
@@ -116,30 +122,18 @@ class LocalRayCluster:
             raise InvalidInput(
                 f"host must be an IP address literal, not {show(host)}", path=("host",)
             ) from None
-        if (
-            isinstance(cpus_per_node, bool)
-            or not isinstance(cpus_per_node, int)
-            or cpus_per_node < 0
-        ):
+        if not _int_at_least(cpus_per_node, 0):
             raise InvalidInput(
                 f"cpus_per_node must be an int >= 0, not {show(cpus_per_node)}", path=("cpus_per_node",)
             )
-        if (
-            isinstance(object_store_mb, bool)
-            or not isinstance(object_store_mb, int)
-            or object_store_mb < _MIN_OBJECT_STORE_MB
-        ):
+        if not _int_at_least(object_store_mb, _MIN_OBJECT_STORE_MB):
             raise InvalidInput(
                 f"object_store_mb must be an int >= {_MIN_OBJECT_STORE_MB} (Ray's minimum), not {show(object_store_mb)}",
                 path=("object_store_mb",),
             )
         if not timeout_s > 0 or not stop_grace_s >= 0:
             raise InvalidInput("timeout_s must be > 0 and stop_grace_s >= 0", path=("timeout_s",))
-        if (
-            isinstance(worker_ports_per_node, bool)
-            or not isinstance(worker_ports_per_node, int)
-            or worker_ports_per_node < 4
-        ):
+        if not _int_at_least(worker_ports_per_node, 4):
             raise InvalidInput(
                 "worker_ports_per_node must be an int >= 4", path=("worker_ports_per_node",)
             )
@@ -178,8 +172,6 @@ class LocalRayCluster:
         self._lock = threading.RLock()
         self._started = False
         self._stopped = False
-        #: seconds the start took (head + every node alive), for reports
-        self.startup_s: float | None = None
 
     # -- lifecycle -----------------------------------------------------------
     def __enter__(self) -> Self:
@@ -208,8 +200,7 @@ class LocalRayCluster:
         # A process that ends without stop() (a memory never closed) must not leave
         # its cluster running: the nodes are sessions of their own and outlive it.
         atexit.register(self.stop)
-        began = self._clock.now()
-        deadline = began + self._timeout_s
+        deadline = self._clock.now() + self._timeout_s
         self._root = Path(tempfile.mkdtemp(prefix="ga-ray-", dir=self._parent))
         try:
             per_node = _NODE_FIXED_PORTS + self._worker_ports
@@ -228,7 +219,6 @@ class LocalRayCluster:
         except BaseException:
             self.stop()
             raise
-        self.startup_s = self._clock.now() - began
         return self
 
     def stop(self) -> None:
@@ -291,11 +281,7 @@ class LocalRayCluster:
 
     # -- internals -----------------------------------------------------------------
     def _node(self, index: int) -> _Node:
-        if (
-            isinstance(index, bool)
-            or not isinstance(index, int)
-            or not 0 <= index < len(self._nodes)
-        ):
+        if not _int_at_least(index, 0) or index >= len(self._nodes):
             raise InvalidInput(
                 f"no node {show(index)}: the cluster has {len(self._nodes)}", path=("index",)
             )
@@ -410,11 +396,8 @@ class LocalRayCluster:
         """Until the head's GCS accepts connections (the other nodes need it)."""
         while True:
             self._check_running(node)
-            try:
-                with socket.create_connection((self.host, port), timeout=0.5):
-                    return
-            except OSError:
-                pass
+            with contextlib.suppress(OSError), socket.create_connection((self.host, port), 0.5):
+                return
             if self._clock.now() > deadline:
                 raise Timeout(
                     f"the Ray head's GCS did not listen on {self.host}:{port} in time\n{self.log_tail(0)}"
@@ -460,18 +443,14 @@ class LocalRayCluster:
 
     def _signal(self, pid: int, start: int, sig: int) -> None:
         if _running(pid, start):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
 
     def _signal_group(self, node: _Node, sig: int) -> None:
         # the leader is our unreaped child: its pid, hence the group id, cannot be reused yet
         if node.proc.returncode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(node.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def _reap_leader(self, node: _Node, timeout: float) -> None:
         try:
@@ -545,10 +524,8 @@ class LocalRayCluster:
 
     def _finish(self, node: _Node) -> None:
         """Let the launcher reap the node's processes and exit; SIGKILL what is left."""
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             node.proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            pass
         self._signal_group(node, signal.SIGKILL)
         for pid, start in list(node.seen.items()):
             self._signal(pid, start, signal.SIGKILL)

@@ -46,33 +46,14 @@ class NodePorts:
 
     def all(self) -> list[int]:
         """Every port of the node (the worker range expanded)."""
-        fixed = [
-            self.node_manager,
-            self.object_manager,
-            self.dashboard_agent_listen,
-            self.dashboard_agent_grpc,
-            self.metrics_export,
-            self.runtime_env_agent,
-            self.gcs,
-            self.ray_client_server,
-            self.dashboard,
-            self.autoscaler_metrics,
-            self.dashboard_metrics,
-        ]
+        fixed = [getattr(self, name) for name in _FIELDS if not name.endswith("_worker")]
         return [p for p in fixed if p] + list(range(self.min_worker, self.max_worker + 1))
 
     def flags(self) -> list[str]:
         """The ``ray start`` flags that pin these ports."""
-        out = [
-            f"--node-manager-port={self.node_manager}",
-            f"--object-manager-port={self.object_manager}",
-            f"--dashboard-agent-listen-port={self.dashboard_agent_listen}",
-            f"--dashboard-agent-grpc-port={self.dashboard_agent_grpc}",
-            f"--metrics-export-port={self.metrics_export}",
-            f"--runtime-env-agent-port={self.runtime_env_agent}",
-            f"--min-worker-port={self.min_worker}",
-            f"--max-worker-port={self.max_worker}",
-        ]
+        # every node's: --node-manager-port=..., ..., --min-worker-port=..., --max-worker-port=...
+        every_node = _FIELDS[: _NODE_FIXED_PORTS + 2]
+        out = [f"--{name.replace('_', '-')}-port={getattr(self, name)}" for name in every_node]
         if self.gcs:
             out += [f"--port={self.gcs}", f"--dashboard-port={self.dashboard}"]
         if self.ray_client_server:
@@ -87,6 +68,10 @@ class NodePorts:
             "AUTOSCALER_METRIC_PORT": str(self.autoscaler_metrics),
             "DASHBOARD_METRIC_PORT": str(self.dashboard_metrics),
         }
+
+
+#: the port names in declaration order: the node's fixed ones, its worker range, the head's
+_FIELDS = tuple(field.name for field in dataclasses.fields(NodePorts))
 
 
 def _ephemeral_low() -> int:
@@ -148,25 +133,11 @@ def _plan_ports(
     out: list[NodePorts] = []
     p = base
     for i in range(nodes):
-        fixed = {
-            "node_manager": p,
-            "object_manager": p + 1,
-            "dashboard_agent_listen": p + 2,
-            "dashboard_agent_grpc": p + 3,
-            "metrics_export": p + 4,
-            "runtime_env_agent": p + 5,
-        }
+        fixed = {name: p + k for k, name in enumerate(_FIELDS[:_NODE_FIXED_PORTS])}
         p += _NODE_FIXED_PORTS
         head: dict[str, int] = {}
         if i == 0:
-            names = (
-                "gcs",
-                "ray_client_server",
-                "dashboard",
-                "autoscaler_metrics",
-                "dashboard_metrics",
-            )
-            head = {name: p + k for k, name in enumerate(names)}
+            head = {name: p + k for k, name in enumerate(_FIELDS[-_HEAD_EXTRA_PORTS:])}
             if not ray_client:
                 head["ray_client_server"] = 0
             p += _HEAD_EXTRA_PORTS

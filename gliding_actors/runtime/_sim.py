@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from gliding_actors.clock import VirtualClock
-from gliding_actors.errors import ActorUnavailable, GlidingError, InvalidInput, Timeout, show
+from gliding_actors.errors import ActorUnavailable, InvalidInput, Timeout, show
 from gliding_actors.runtime._cell import (
     Cell,
     Effects,
@@ -36,7 +36,7 @@ from gliding_actors.runtime._cell import (
     describe_exception,
 )
 from gliding_actors.runtime._future import BaseFuture, wait_bound
-from gliding_actors.runtime._interface import Behaviour, Message
+from gliding_actors.runtime._interface import BackendBase, Behaviour, Message
 
 __all__ = ["Channel", "LogEntry", "SimFuture", "Simulator"]
 
@@ -101,7 +101,7 @@ class _SimRef:
         return f"<ActorRef {self._name!r} sim>"
 
 
-class Simulator:
+class Simulator(BackendBase):
     """Deterministic actor runtime (see the module docstring).
 
     ``keep_log`` keeps every :class:`LogEntry` (the hash is always kept);
@@ -109,6 +109,7 @@ class Simulator:
     """
 
     kind = "sim"
+    _clock: VirtualClock
 
     def __init__(
         self,
@@ -153,10 +154,6 @@ class Simulator:
     @property
     def clock(self) -> VirtualClock:
         return self._clock
-
-    @property
-    def ask_timeout_s(self) -> float:
-        return self._ask_timeout_s
 
     def spawn(
         self,
@@ -283,10 +280,6 @@ class Simulator:
             del self._held[channel]
         free = [c for c in self._ready if c not in self._held]
         return free or self._ready
-
-    def node_ids(self) -> list[str]:
-        """None: every actor lives in this process."""
-        return []
 
     @property
     def deterministic(self) -> bool:
@@ -459,7 +452,5 @@ class Simulator:
 
 
 def _error_name(error: Any) -> str:
-    if isinstance(error, GlidingError):
-        return type(error).__name__
     return type(error).__name__ if isinstance(error, BaseException) else str(error)
 

@@ -24,9 +24,9 @@ from gliding_actors.clock import Clock, SystemClock, VirtualClock
 from gliding_actors.errors import ActorUnavailable, InvalidInput, Timeout, show
 from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, check_in_process_placement
 from gliding_actors.runtime._future import ThreadFuture
-from gliding_actors.runtime._interface import Behaviour, Message
+from gliding_actors.runtime._interface import BackendBase, Behaviour, Message
 
-__all__ = ["ThreadsRuntime"]
+__all__ = ["ThreadsRuntime", "Timers"]
 
 log = logging.getLogger("gliding_actors.runtime")
 
@@ -79,7 +79,7 @@ class _Ref:
         return f"<ActorRef {self._cell.name!r} threads>"
 
 
-class ThreadsRuntime:
+class ThreadsRuntime(BackendBase):
     """Actors on Pykka threads, in this process.
 
     ``trace`` keeps the last ``trace`` deliveries (sender, receiver, message) in
@@ -106,17 +106,9 @@ class ThreadsRuntime:
         #: messages posted and not yet fully handled (for wait_quiescent)
         self._inflight_count = 0
         self._inflight_lock = threading.Lock()
-        self._timers = _Timers(self)
+        self._timers = Timers(self._clock, lambda to, msg: self._post("@timer", to, msg, None))
 
     # -- interface ---------------------------------------------------------
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
-    @property
-    def ask_timeout_s(self) -> float:
-        return self._ask_timeout_s
-
     def spawn(
         self,
         name: str,
@@ -228,10 +220,6 @@ class ThreadsRuntime:
     def _inflight(self) -> int:
         return self._inflight_count
 
-    def node_ids(self) -> list[str]:
-        """None: every actor lives in this process."""
-        return []
-
     @property
     def deterministic(self) -> bool:
         """False: actors run on their own threads."""
@@ -318,29 +306,30 @@ class ThreadsRuntime:
                 future.set_exception(ActorUnavailable(f"actor {name!r} stopped before answering"))
 
 
-class _Timers:
-    """Timer messages on the runtime's clock.
+class Timers:
+    """Timer messages on a runtime's clock: ``fire(target, message)`` when each falls due.
 
     With a :class:`VirtualClock` timers fire when the clock is moved (in the
     mover's thread; firing only enqueues a message). With any other clock a
-    daemon thread sleeps until the earliest deadline.
+    daemon thread sleeps until the earliest deadline. The threads runtime's
+    timers, and the Ray runtime's driver-hosted ones on a VirtualClock.
     """
 
-    def __init__(self, runtime: ThreadsRuntime) -> None:
-        self._runtime = runtime
-        self._heap: list[tuple[float, int, str, Message]] = []
+    def __init__(self, clock: Clock, fire: Callable[[Any, Message], None]) -> None:
+        self._clock = clock
+        self._fire = fire
+        self._heap: list[tuple[float, int, Any, Message]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
-        clock = runtime.clock
         if isinstance(clock, VirtualClock):
             clock.on_change(lambda _now: self._fire_due())
 
-    def add(self, delay: float, target: str, message: Message) -> None:
+    def add(self, delay: float, target: Any, message: Message) -> None:
         with self._cond:
-            heapq.heappush(self._heap, (self._runtime.clock.now() + delay, next(self._seq), target, message))
-            if not isinstance(self._runtime.clock, VirtualClock) and self._thread is None:
+            heapq.heappush(self._heap, (self._clock.now() + delay, next(self._seq), target, message))
+            if not isinstance(self._clock, VirtualClock) and self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="gliding-timers", daemon=True)
                 self._thread.start()
             self._cond.notify()
@@ -352,21 +341,21 @@ class _Timers:
             return self._heap[0][0] if self._heap else None
 
     def _fire_due(self) -> None:
-        now = self._runtime.clock.now()
-        due: list[tuple[str, Message]] = []
+        now = self._clock.now()
+        due: list[tuple[Any, Message]] = []
         with self._cond:
             while self._heap and self._heap[0][0] <= now:
                 _when, _seq, target, message = heapq.heappop(self._heap)
                 due.append((target, message))
         for target, message in due:
-            self._runtime._post("@timer", target, message, None)
+            self._fire(target, message)
 
     def _run(self) -> None:
         while True:
             with self._cond:
                 if self._closed:
                     return
-                wait = None if not self._heap else max(0.0, self._heap[0][0] - self._runtime.clock.now())
+                wait = None if not self._heap else max(0.0, self._heap[0][0] - self._clock.now())
                 self._cond.wait(timeout=wait if wait is None else min(wait, 1.0))
                 if self._closed:
                     return

@@ -114,13 +114,8 @@ def _translate(error: Any, prefix: PathT, data: Any, pos: _Positions) -> Iterato
             pos, path, f"{name} must be {_show(error.validator_value)}, got {_show(instance)}"
         )
         return
-    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        relation = {
-            "minimum": ">=",
-            "maximum": "<=",
-            "exclusiveMinimum": ">",
-            "exclusiveMaximum": "<",
-        }[kind]
+    if kind in _RELATIONS:
+        relation = _RELATIONS[kind]
         yield _issue(
             pos, path, f"{name} must be {relation} {error.validator_value}, got {_show(instance)}"
         )
@@ -149,6 +144,8 @@ def _translate(error: Any, prefix: PathT, data: Any, pos: _Positions) -> Iterato
     yield _issue(pos, path, f"{name}: {error.message}")
 
 
+#: JSON Schema's bound keywords, as the relation the value must bear to the bound
+_RELATIONS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
 _TYPE_WORDS = {
     "object": "a mapping",
     "array": "a list",
@@ -206,9 +203,8 @@ def _config_issues(data: dict[str, Any], pos: _Positions) -> list[_Issue]:
     except ConfigError as exc:
         path = _config_path(raw, exc.path)
         message = exc.message if "config" in exc.message else f"config {exc.message}"
-        if path and not _config_key_known(path):
-            return [_issue(pos, ("config", *path), message, at_key=True)]
-        return [_issue(pos, ("config", *path), message)]
+        at_key = bool(path) and not _config_key_known(path)  # the key is unknown, not its value bad
+        return [_issue(pos, ("config", *path), message, at_key=at_key)]
     return []
 
 

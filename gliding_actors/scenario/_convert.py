@@ -57,6 +57,7 @@ run showed:
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import re
@@ -69,12 +70,11 @@ import jsonschema
 from gliding_actors.config import Config
 from gliding_actors.errors import InvalidInput, show
 from gliding_actors.scenario._model import FORMAT_V1
+from gliding_actors.scenario._ops.coherence import line_disagreement
 from gliding_actors.scenario._opspecs import get_op_spec, op_specs
 from gliding_actors.scenario._record import TRACE_FORMAT
 
 __all__ = ["ConvertOptions", "convert_trace", "read_trace", "scenario_yaml"]
-
-_STABLE_LINE = {"I", "S", "E", "M"}
 
 
 class ConvertOptions:
@@ -188,22 +188,6 @@ def _result_mapping(op: str, raw: Any) -> dict[str, Any]:
     return {}
 
 
-def _settled_snapshot(found: Mapping[str, Any]) -> bool:
-    caches = found.get("caches") or {}
-    if any(state not in _STABLE_LINE for state in caches.values()):
-        return False
-    holding = {a: s for a, s in caches.items() if s != "I"}
-    state = found.get("directory")
-    if state == "I":
-        return not holding
-    if state == "S":
-        return set(holding) == set(found.get("sharers") or []) and all(s == "S" for s in holding.values())
-    if state == "EM":
-        owner = found.get("owner")
-        return set(holding) == {owner} and holding.get(str(owner)) in ("E", "M")
-    return False
-
-
 def _expectation(
     op: str,
     agent: str | None,
@@ -235,7 +219,7 @@ def _expectation(
         if rows:
             out["contains"] = rows
     elif op == "inspect":
-        if not _settled_snapshot(result):
+        if line_disagreement("", result) is not None:  # not a settled snapshot
             return None
     elif op in ("turn", "session") and agent is not None:
         if op == "turn" and result.get("evicted"):
@@ -333,20 +317,16 @@ def convert_trace(
     t0 = float(header.get("t0") or 0.0)
     agents: dict[str, str] = {}
     ops: list[dict[str, Any]] = []
-    skipped: dict[str, int] = {}
-
-    def skip(why: str) -> None:
-        skipped[why] = skipped.get(why, 0) + 1
-
+    skipped: collections.Counter[str] = collections.Counter()  # why an op was left out -> how many
     for line in lines:
         if line.get("kind") == "agent":
             agents.setdefault(str(line["id"]), str(line["role"]))
         elif line.get("pending"):
-            skip(f"{line.get('call')} (still pending when the recording closed)")
+            skipped[f"{line.get('call')} (still pending when the recording closed)"] += 1
         elif line.get("op") is None:
-            skip(f"{str(line.get('call', '?')).removeprefix('submit_')} (no scenario op)")
+            skipped[f"{str(line.get('call', '?')).removeprefix('submit_')} (no scenario op)"] += 1
         elif not has_op_spec(str(line["op"])):
-            skip(f"{line['op']} (not a scenario op of this build)")
+            skipped[f"{line['op']} (not a scenario op of this build)"] += 1
         else:
             ops.append(dict(line))
 
@@ -367,10 +347,10 @@ def convert_trace(
         try:
             jsonschema.validate(args, dict(spec.args_schema))
         except jsonschema.ValidationError:
-            skip(f"{op} (arguments the format cannot express)")
+            skipped[f"{op} (arguments the format cannot express)"] += 1
             continue
         if spec.takes_agent and entry.get("agent") not in agents:
-            skip(f"{op} (by an agent the trace never registered)")
+            skipped[f"{op} (by an agent the trace never registered)"] += 1
             continue
         gap = float(entry.get("t_issued", t0)) - t0 - now
         if gap > 0 and (exact_time or gap >= opts.time_resolution):

@@ -12,12 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["FORMS", "Mismatch", "check_expectations", "matches"]
-
-FORMS = frozenset(
-    {"error", "value_in", "state_in", "contains", "excludes", "max_tokens", "count", "at_least", "same_as"}
-)
-"""Expectation keys that are not result keys."""
+__all__ = ["Mismatch", "check_expectations", "matches"]
 
 
 @dataclasses.dataclass(frozen=True)

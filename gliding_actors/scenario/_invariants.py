@@ -31,10 +31,6 @@ def invariant(name: str) -> Callable[[Invariant], Invariant]:
     return register
 
 
-def registered() -> list[str]:
-    return sorted(_INVARIANTS)
-
-
 def run_invariants(world: ReplayWorld) -> list[str]:
     """Every violation, as ``"name: detail"`` lines, in a stable order."""
     out: list[str] = []

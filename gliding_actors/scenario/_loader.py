@@ -43,6 +43,7 @@ __all__ = ["SCENARIO_SUFFIXES", "load_scenario", "load_scenario_text"]
 
 #: File name endings the loader accepts (case-insensitive), and how each is parsed.
 SCENARIO_SUFFIXES: Mapping[str, str] = {".yaml": "yaml", ".yml": "yaml", ".json": "json"}
+_EMPTY_FILE = "the file is empty; a scenario is a mapping with format, name, agents and steps"
 
 
 # =========================================================================== public API
@@ -111,10 +112,7 @@ def load_scenario_text(text: str, file: str, *, syntax: str | None = None) -> Sc
 def _load(text: str, file: str, syntax: str) -> Scenario:
     try:
         if not text.strip():
-            raise _Fail(
-                "the file is empty; a scenario is a mapping with format, name, agents and steps",
-                (1, 1),
-            )
+            raise _Fail(_EMPTY_FILE, (1, 1))
         try:
             if syntax == "json":
                 data, pos = _parse_json(text)
@@ -122,11 +120,8 @@ def _load(text: str, file: str, syntax: str) -> Scenario:
                 data, pos = _parse_yaml(text)
         except RecursionError:
             raise _Fail("the file is nested too deeply to read", (1, 1)) from None
-        if data is None:
-            raise _Fail(
-                "the file is empty; a scenario is a mapping with format, name, agents and steps",
-                (1, 1),
-            )
+        if data is None:  # only comments, or an explicit null
+            raise _Fail(_EMPTY_FILE, (1, 1))
         if not isinstance(data, dict):
             raise _Fail(
                 f"the top level must be a mapping (format, name, agents, steps), got {_show(data)}",

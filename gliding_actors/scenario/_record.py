@@ -125,11 +125,8 @@ def scenario_call(call: str, args: Mapping[str, Any]) -> tuple[str | None, dict[
     if call == "submit_turn":
         if present.get("embedding") is not None:
             return None, dict(present)
-        out = {k: present[k] for k in ("role", "summary", "thought", "content", "supplement") if k in present}
-        for key in ("relevance", "tokens", "cites"):
-            if key in present:
-                out[key] = present[key]
-        return "turn", out
+        keys = ("role", "summary", "thought", "content", "supplement", "relevance", "tokens")
+        return "turn", {k: present[k] for k in (*keys, "cites") if k in present}
     if call == "submit_lock":
         return "lock", {k: present[k] for k in ("resource", "mode", "timeout_s") if k in present}
     if call in _SYSTEM_CALLS:
@@ -178,10 +175,10 @@ class TracedFuture:
     def _evaluate(self, timeout: float | None) -> None:
         try:
             value = self._inner.get(timeout)
-        except Timeout:
+        except Timeout as exc:
             if not self._inner.done():
                 raise  # a wait that ran out, not the op's outcome
-            self._settle(None, _current_error())
+            self._settle(None, exc)
         except BaseException as exc:  # noqa: BLE001 - the op's error, kept and re-raised
             self._settle(None, exc)
         else:
@@ -203,14 +200,6 @@ class TracedFuture:
 
     def add_done_callback(self, callback: Callable[[Any], None]) -> None:
         self._inner.add_done_callback(lambda _inner: callback(self))
-
-
-def _current_error() -> BaseException:
-    import sys
-
-    error = sys.exc_info()[1]
-    assert error is not None
-    return error
 
 
 class Recorder:

@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
 
@@ -261,6 +261,12 @@ class _Engine:
             )
         )
 
+    def mismatched(self, where: str, pos: Position, what: str, found: Sequence[Mismatch]) -> _Stop:
+        """The failure of unmet expectations: the first named, each key's expected and actual value."""
+        expected = {m.key: m.expected for m in found}
+        actual = {m.key: m.actual for m in found}
+        return self.fail(where, pos, f"{what}: {found[0]}", expected=expected, actual=actual)
+
     # -- steps -----------------------------------------------------------------
     def run_step(self, step: Step) -> None:
         if self.keep_log and not self.result.step_marks:
@@ -369,14 +375,8 @@ class _Engine:
                 self.world.labels[outcome.step.label] = outcome.result
         for outcome in checked:
             if outcome.mismatches:
-                first = outcome.mismatches[0]
-                raise self.fail(
-                    outcome.step.where,
-                    outcome.step.pos,
-                    f"{outcome.step.op}: {first}",
-                    expected={m.key: m.expected for m in outcome.mismatches},
-                    actual={m.key: m.actual for m in outcome.mismatches},
-                )
+                step = outcome.step
+                raise self.mismatched(step.where, step.pos, step.op, outcome.mismatches)
         return checked
 
     def _check(self, outcome: OpOutcome) -> OpOutcome:
@@ -426,13 +426,7 @@ class _Engine:
             expect, result=value, error=error, main_list=main_list_of(op), labels=self.world.labels
         )
         if mismatches:
-            raise self.fail(
-                where,
-                pos,
-                f"{where}: {mismatches[0]}",
-                expected={m.key: m.expected for m in mismatches},
-                actual={m.key: m.actual for m in mismatches},
-            )
+            raise self.mismatched(where, pos, where, mismatches)
 
 
 def load_and_replay(path: str | Path, **kwargs: Any) -> RunResult:

@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,15 +72,11 @@ def run_skill(args: argparse.Namespace) -> int:
         return EXIT_INVALID
 
 
-@contextmanager
-def _memory(path: str) -> Iterator[Any]:
+def _memory(path: str) -> Any:
+    """The memory at ``path``, opened (use it in ``with``: leaving the block closes it)."""
     from gliding_actors.system import MemorySystem
 
-    memory = MemorySystem.open(path)
-    try:
-        yield memory
-    finally:
-        memory.close()
+    return MemorySystem.open(path)
 
 
 def _write(path: str, text: str) -> None:

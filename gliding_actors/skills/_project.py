@@ -163,15 +163,15 @@ def project_skill(
         level != "DA" or isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= len(skill.steps)
     ):
         raise InvalidInput(f"step is a DA projection's step number, 1..{len(skill.steps)}, not {show(step)}")
-    count = (counter or default_counter()).count
-    name = (counter or default_counter()).name
+    counting = counter or default_counter()
+    count = counting.count
     full = _view(skill, level, step)
     full_tokens = count(_json(full))
     view, mode = _fit(full, full_tokens, budget, _DROP[level], count)
     return {
         "jsonld": view,
         "tokens": count(_json(view)) if view is not full else full_tokens,
-        "counter": name,
+        "counter": counting.name,
         "mode": mode,
         "level": level,
         "max_tokens": budget,

@@ -19,7 +19,7 @@ from gliding_actors.scenario._invariants import invariant
 from gliding_actors.scenario._model import OpStep
 from gliding_actors.scenario._ops import ReplayWorld, implements
 
-__all__: list[str] = []
+__all__ = ["line_disagreement"]
 
 _STABLE = {"I", "S", "E", "M"}
 
@@ -70,7 +70,7 @@ def _truth(world: ReplayWorld) -> _Truth:
     return truth
 
 
-def _track(world: ReplayWorld, step: OpStep, future: Future[Any], record: Any) -> Future[Mapping[str, Any]]:
+def _track(future: Future[Any], record: Any) -> Future[Mapping[str, Any]]:
     def done(result: Any) -> Mapping[str, Any]:
         out = dict(result)
         record(out)
@@ -91,19 +91,17 @@ def _read(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
         if result["version"] > 0 or system.may_read(agent.role, iri):
             truth.saw(agent.id, iri, result["version"])
 
-    return _track(world, step, agent.submit_read(iri), seen)
+    return _track(agent.submit_read(iri), seen)
 
 
 def _write_like(world: ReplayWorld, step: OpStep, future: Future[Any], value: Any) -> Future[Mapping[str, Any]]:
     agent = world.agent(step)
     iri = step.args["iri"]
     truth = _truth(world)
-    return _track(
-        world,
-        step,
-        future,
-        lambda r: truth.wrote(agent.id, iri, r["version"], value, r.get("policy") == "write_through"),
-    )
+    def wrote(r: Mapping[str, Any]) -> None:
+        truth.wrote(agent.id, iri, r["version"], value, r.get("policy") == "write_through")
+
+    return _track(future, wrote)
 
 
 @implements("write")
@@ -226,30 +224,33 @@ def _known_lines(world: ReplayWorld) -> set[str]:
     return {iri for view in world.system.board.holders().values() for iri in view} | set(_truth(world).latest)
 
 
+def line_disagreement(iri: str, found: Mapping[str, Any]) -> str | None:
+    """How line ``iri``'s directory entry and cache copies (an ``inspect`` result) disagree, or None.
+
+    Also what ``gliding-actors convert`` asks of a recorded inspect: expected only when settled."""
+    caches = found.get("caches") or {}
+    unstable = {a: s for a, s in caches.items() if s not in _STABLE}
+    if unstable:
+        return f"{iri}: caches in transient states at quiescence {unstable}"
+    holding = {a: s for a, s in caches.items() if s != "I"}
+    state = found.get("directory")
+    sharers = found.get("sharers") or []
+    owner = found.get("owner")
+    if state == "I" and holding:
+        return f"{iri}: directory I but caches hold {holding}"
+    if state == "S" and (set(holding) != set(sharers) or any(s != "S" for s in holding.values())):
+        return f"{iri}: directory S{sharers} but caches hold {holding}"
+    if state == "EM" and (set(holding) != {owner} or holding.get(str(owner)) not in ("E", "M")):
+        return f"{iri}: directory EM({owner}) but caches hold {holding}"
+    if state not in ("I", "S", "EM"):
+        return f"{iri}: directory in transient state {state} at quiescence"
+    return None
+
+
 def _disagreements(world: ReplayWorld, iris: list[str]) -> list[tuple[str, str]]:
     """``(iri, violation)`` for each of ``iris`` whose directory entry and cache copies disagree."""
-    system = world.system
-    out: list[tuple[str, str]] = []
-    for iri in iris:
-        found = system.inspect(iri, timeout=5.0)
-        caches = found["caches"]
-        unstable = {a: s for a, s in caches.items() if s not in _STABLE}
-        if unstable:
-            out.append((iri, f"{iri}: caches in transient states at quiescence {unstable}"))
-            continue
-        holding = {a: s for a, s in caches.items() if s != "I"}
-        state = found["directory"]
-        if state == "I" and holding:
-            out.append((iri, f"{iri}: directory I but caches hold {holding}"))
-        elif state == "S" and (set(holding) != set(found["sharers"]) or any(s != "S" for s in holding.values())):
-            out.append((iri, f"{iri}: directory S{found['sharers']} but caches hold {holding}"))
-        elif state == "EM" and (
-            set(holding) != {found["owner"]} or holding.get(str(found["owner"])) not in ("E", "M")
-        ):
-            out.append((iri, f"{iri}: directory EM({found['owner']}) but caches hold {holding}"))
-        elif state not in ("I", "S", "EM"):
-            out.append((iri, f"{iri}: directory in transient state {state} at quiescence"))
-    return out
+    found = [(iri, line_disagreement(iri, world.system.inspect(iri, timeout=5.0))) for iri in iris]
+    return [(iri, problem) for iri, problem in found if problem is not None]
 
 
 def agreement_everywhere(world: ReplayWorld) -> list[str]:
