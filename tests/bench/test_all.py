@@ -113,7 +113,7 @@ def test_unknown_only_names_are_refused_before_anything_runs(tmp_path: Path, cap
     assert parse_only("replay,runtime") == ["runtime", "replay"]  # run order, not typing order
 
 
-def test_every_issue_14_suite_is_an_entry_and_reliability_is_always_quick() -> None:
+def test_every_benchmark_suite_is_an_entry_and_reliability_is_always_quick() -> None:
     names = [entry.name for entry in ENTRIES]
     for suite in ("runtime", "l0", "l1", "l2", "l3", "coherence", "hyperspace", "context", "reliability", "tokens",
                   "team", "agents", "replay", "scaling"):

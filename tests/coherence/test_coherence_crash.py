@@ -169,7 +169,7 @@ def test_requests_wait_while_a_directory_recovers() -> None:
     caches have answered its census; it must wait, then be served right.
 
     The crash is delivered first: a request already inside the protocol when a
-    directory dies is issue 11's fault injection, not this recovery."""
+    directory dies is the fault injector's case (tools/reliability), not this recovery."""
     for seed in range(30):
         with MemorySystem.open(runtime="sim", seed=seed) as memory:
             pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")

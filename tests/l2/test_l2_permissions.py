@@ -1,4 +1,4 @@
-"""The permission matrix: the default table exactly as issue 5 lists it, config, checks."""
+"""The permission matrix: the default table exactly as docs/L2.md lists it, config, checks."""
 
 from __future__ import annotations
 

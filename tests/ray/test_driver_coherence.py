@@ -1,6 +1,6 @@
 """MESI with the agents' caches in the driver and the directory shards on the cluster.
 
-The placement issue 12 asks for when the agents are the orchestrator's own:
+The placement the Ray backend uses when the agents are the orchestrator's own:
 each cache runs in the agents' process (``placement=IN_DRIVER``), so a read
 that hits is a lookup in this process's snapshot board, while the directory
 shards (each over its own L0) run on the two nodes. Invalidations and

@@ -1,4 +1,4 @@
-"""Fuzzing bad input (issue 11): only typed errors, a refused input changes nothing, nothing is fetched.
+"""Fuzzing bad input: only typed errors, a refused input changes nothing, nothing is fetched.
 
 The generators and the oracle are ``tools.reliability._fuzz``; here
 hypothesis drives the same generators (``st.randoms``: every choice is a

@@ -1,7 +1,7 @@
 """Load: many agent threads on shared lines; the recorded history must be linearizable.
 
 The default run uses a small, highly contended size (8 agents x 300 ops on 50
-lines, a few seconds); ``-m slow`` runs the size issue 11 asks for (64 x
+lines, a few seconds); ``-m slow`` runs the full size (64 x
 10,000 on 1,000 lines) and the ten-minute soak. The harness is real end to end
 (threads runtime, LevelDB, Oxigraph); a tampered copy of a real history shows
 the check can fail on it.
@@ -196,7 +196,7 @@ def test_the_soak_figures_are_computed_from_the_samples() -> None:
 
 
 @pytest.mark.slow
-def test_the_issue_11_size_is_linearizable() -> None:
+def test_the_full_size_is_linearizable() -> None:
     """64 agent threads x 10,000 mixed ops on 1,000 lines (about 30 min on 2 busy cores)."""
     result = run_load(**LOAD_FULL, seed=11)
     _assert_clean(result)

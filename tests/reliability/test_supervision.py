@@ -1,4 +1,4 @@
-"""Supervision of every actor (issue 11): crash one with a request in flight, on both runtimes.
+"""Supervision of every actor: crash one with a request in flight, on both runtimes.
 
 For each kind of actor the system runs, the request the crash interrupts fails
 fast with a typed error (``ActorCrashed``, an ``ActorUnavailable``), the actor
