@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -63,31 +64,41 @@ def _state(memory: MemorySystem) -> Any:
     return memory.line_graphs.snapshot(), board.locks.snapshot(), board.tasks.snapshot(), memory.board.holders()
 
 
-def test_every_public_method_of_an_agent_refuses_bad_arguments_with_typed_errors() -> None:
+def _hostile_calls(target: Any, names: list[str], state: Callable[[], Any] | None = None) -> tuple[list[str], list[str]]:
+    """Call each method of ``target`` with each hostile value in each parameter (the others good).
+
+    Returns the calls that raised something other than a GlidingError, and (with ``state``)
+    the refused calls after which ``state()`` differed from before.
+    """
     untyped: list[str] = []
     changed: list[str] = []
+    for name in names:
+        method = getattr(target, name)
+        parameters = [p for p in inspect.signature(method).parameters.values() if p.name != "timeout"]
+        waits = "timeout" in inspect.signature(method).parameters
+        for parameter in parameters:
+            for bad in HOSTILE:
+                args = {p.name: GOOD.get(p.name, "x") for p in parameters if p.default is inspect.Parameter.empty}
+                args[parameter.name] = bad
+                before = None if state is None else state()
+                try:
+                    method(**args, timeout=5.0) if waits else method(**args)
+                except GlidingError:
+                    if state is not None and state() != before:
+                        changed.append(f"{name}({parameter.name}={type(bad).__name__})")
+                except Exception as exc:  # noqa: BLE001 - collected: the defect this test looks for
+                    untyped.append(f"{name}({parameter.name}={type(bad).__name__}): {type(exc).__name__}: {exc!s:.80}")
+    return untyped, changed
+
+
+def test_every_public_method_of_an_agent_refuses_bad_arguments_with_typed_errors() -> None:
     with MemorySystem.open(runtime="threads") as memory:
         pa = memory.agent("pa", "PA")
         pa.write("plan:p", {"n": 1})
         pa.create_task("task:t")
         names = _public_methods()
         assert len(names) > 30
-        for name in names:
-            method = getattr(pa, name)
-            parameters = [p for p in inspect.signature(method).parameters.values() if p.name != "timeout"]
-            waits = "timeout" in inspect.signature(method).parameters
-            for parameter in parameters:
-                for bad in HOSTILE:
-                    args = {p.name: GOOD.get(p.name, "x") for p in parameters if p.default is inspect.Parameter.empty}
-                    args[parameter.name] = bad
-                    before = _state(memory)
-                    try:
-                        method(**args, timeout=5.0) if waits else method(**args)
-                    except GlidingError:
-                        if _state(memory) != before:
-                            changed.append(f"{name}({parameter.name}={type(bad).__name__})")
-                    except Exception as exc:  # noqa: BLE001 - collected: the defect this test looks for
-                        untyped.append(f"{name}({parameter.name}={type(bad).__name__}): {type(exc).__name__}")
+        untyped, changed = _hostile_calls(pa, names, lambda: _state(memory))
         assert untyped == []
         assert changed == [], "refused, yet something changed"
         crashed = {actor: a["crashes"] for actor, a in memory.supervision()["actors"].items() if a["crashes"]}
@@ -121,7 +132,6 @@ def _facade_methods() -> list[str]:
 
 
 def test_every_public_method_of_the_memory_refuses_bad_arguments_with_typed_errors_and_changes_nothing() -> None:
-    untyped: list[str] = []
     with MemorySystem.open(runtime="threads") as memory:
         pa = memory.agent("pa", "PA")
         pa.write("plan:p", {"n": 1})
@@ -129,20 +139,7 @@ def test_every_public_method_of_the_memory_refuses_bad_arguments_with_typed_erro
         before = memory.l0.query(), memory.line_graphs.snapshot(), sorted(memory.agents())
         names = _facade_methods()
         assert {"agent", "inspect", "may_read", "submit_flush", "crash", "spawn_supervised"} <= set(names)
-        for name in names:
-            method = getattr(memory, name)
-            parameters = [p for p in inspect.signature(method).parameters.values() if p.name != "timeout"]
-            waits = "timeout" in inspect.signature(method).parameters
-            for parameter in parameters:
-                for bad in HOSTILE:
-                    args = {p.name: GOOD.get(p.name, "x") for p in parameters if p.default is inspect.Parameter.empty}
-                    args[parameter.name] = bad
-                    try:
-                        method(**args, timeout=5.0) if waits else method(**args)
-                    except GlidingError:
-                        pass
-                    except Exception as exc:  # noqa: BLE001 - collected: the defect this test looks for
-                        untyped.append(f"{name}({parameter.name}={type(bad).__name__}): {type(exc).__name__}: {exc!s:.80}")
+        untyped, _ = _hostile_calls(memory, names)
         assert untyped == []
         # nothing a refusal could change did: L0, the line registry, the agents
         memory.flush(timeout=10.0)
