@@ -61,10 +61,10 @@ class Agent(CoordinationOps):
         self._in_flight_lock = threading.Lock()
         #: which named graph each line is in (shared by every handle of the system)
         self._line_graphs = system.line_graphs
-        #: the same map as a plain dict, for the hit path's one lookup
+        #: the graph of a line nobody wrote yet (the fast path's guess for a create)
         self._default_graph = system.line_graphs.default_graph
         #: graphs this role was found to be allowed to read; the matrix never
-        #: changes, so a graph, once here, stays (the hit path's second lookup)
+        #: changes, so a graph, once here, stays (the hit path's one set lookup)
         self._readable: set[str] = set()
         #: sees every operation when the memory is recorded (scenario/_record.py)
         self._trace: Tracer | None = None
@@ -196,8 +196,8 @@ class Agent(CoordinationOps):
         if not self._system.permissions.allowed(self._role, graph, action):
             raise PermissionDenied(f"role {self._role} may not {action} in graph {graph!r} (line {iri})")
 
-    def _check_may_write(self, iri: str, graph: str | None) -> str:
-        """Check a write or cas of ``iri`` into ``graph`` against the registry; return the graph it would be in.
+    def _check_may_write(self, iri: str, graph: str | None) -> None:
+        """Check a write or cas of ``iri`` into ``graph`` against the registry (the fast path).
 
         A line nobody wrote needs ``create`` on the target graph (``shared``
         when the write names none). An existing line (a deleted one too: its
@@ -217,7 +217,6 @@ class Agent(CoordinationOps):
             self._require("update", current, iri)
             if target != current:
                 self._require("create", target, iri)
-        return target
 
     def _recording(
         self, iri: str, future: Future[Any], graph: str | None, *, keep: bool = False
