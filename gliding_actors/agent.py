@@ -120,7 +120,8 @@ class Agent(CoordinationOps):
         if hit is None or iri in self._in_flight:
             return None
         state, packed, version, graph = hit
-        if graph is not None and not self._may_read_graph(graph):
+        # one set lookup once the graph was found readable; the matrix is asked only the first time
+        if graph is not None and graph not in self._readable and not self._may_read_graph(graph):
             return absent(state, 0)
         # stats(): one more lookup, in this handle's own map, no lock (metrics/_counters.py)
         tally = self._tallies.get(iri)

@@ -63,13 +63,11 @@ from gliding_actors.coherence._states import (
     S,
 )
 from gliding_actors.errors import ConflictError, InvalidInput, PermissionDenied, StorageError, show
+from gliding_actors.l2._permissions import DEFAULT_GRAPH
 
 __all__ = ["CacheController"]
 
 Out = list[tuple[str, Msg]]
-
-#: Graph of a line written without one (the same name the home stores it under).
-_DEFAULT_GRAPH = "shared"
 
 #: Requests the directory sends to a cache; only these are ever deferred.
 _REQUESTS = frozenset({m.FWD_GET_S, m.FWD_GET_M, m.INV})
@@ -502,7 +500,7 @@ class CacheController:
         if line.version == 0:
             return None
         graph = None if line.meta is None else line.meta.get("graph")
-        return graph if isinstance(graph, str) else _DEFAULT_GRAPH
+        return graph if isinstance(graph, str) else DEFAULT_GRAPH
 
     def _refusal(self, line: _Line, req: Msg) -> str | None:
         """Why this agent may not apply ``req`` over the copy held (None: it may).
@@ -517,9 +515,9 @@ class CacheController:
         current = self._graph(line)
         named = req.get("graph")
         if req["t"] == m.DELETE:
-            needs = [("delete", current or _DEFAULT_GRAPH)]
+            needs = [("delete", current or DEFAULT_GRAPH)]
         elif current is None:
-            needs = [("create", named or _DEFAULT_GRAPH)]
+            needs = [("create", named or DEFAULT_GRAPH)]
         else:
             needs = [("update", current)]
             if named is not None and named != current:
@@ -544,7 +542,7 @@ class CacheController:
         otherwise, so deleting a critical fact is as durable as writing it was.
         """
         tags = req.get("tags")
-        graph = req.get("graph") or self._graph(line) or _DEFAULT_GRAPH
+        graph = req.get("graph") or self._graph(line) or DEFAULT_GRAPH
         if req["t"] == m.DELETE and line.meta is not None and tags is None:
             tags = line.meta.get("tags", [])
         return {"tags": sorted(set(tags or ())), "graph": graph}

@@ -39,11 +39,9 @@ from gliding_actors.errors import GlidingError, InvalidInput, show
 from gliding_actors.l0 import L0Entry, L0Store
 from gliding_actors.l2._graph import GraphStore
 from gliding_actors.l2._graph_writer import GraphOutbox
+from gliding_actors.l2._permissions import DEFAULT_GRAPH  # a line written without a graph is in it
 
-#: Named graph of a line written without one (everyone may create and update there).
-DEFAULT_GRAPH = "shared"
-
-__all__ = ["L2Stats", "LayeredHome"]
+__all__ = ["DEFAULT_GRAPH", "L2Stats", "LayeredHome"]
 
 
 class L2Stats(TypedDict):

@@ -125,14 +125,14 @@ class SnapshotBoard:
         }
 
 
+#: the errors a controller's ``failed`` answer may name (by class name: plain data on the wire)
+_FAILURES: dict[str, type[GlidingError]] = {
+    cls.__name__: cls for cls in (ConflictError, PermissionDenied, StorageError, InvalidInput)
+}
+
+
 def _error(name: str, text: str) -> GlidingError:
-    if name == ConflictError.__name__:
-        return ConflictError(text)
-    if name == PermissionDenied.__name__:
-        return PermissionDenied(text)
-    if name == StorageError.__name__:
-        return StorageError(text)
-    return InvalidInput(text)
+    return _FAILURES.get(name, InvalidInput)(text)
 
 
 class CacheActor:
