@@ -45,6 +45,7 @@ from gliding_actors.coherence._hosting import (
     cache_name,
 )
 from gliding_actors.coherence._messages import directory_shard
+from gliding_actors.coherence._states import epoch_floor
 from gliding_actors.config import Config
 from gliding_actors.context._service import ContextService
 from gliding_actors.errors import ActorUnavailable, InvalidInput, StorageError, show
@@ -155,6 +156,8 @@ class MemorySystem(CrashOps):
         self._l0 = L0Store(str(path / "l0"), clock=runtime.clock, config=config.l0)
         try:
             _record_l0_layout(path, config, self._l0, recorded)
+            #: this life's epoch: every write numbers its version above its floor (docs/COHERENCE.md)
+            self._epoch = self._l0.reserve_epoch()
         except BaseException:
             self._l0.close()
             raise
@@ -177,6 +180,8 @@ class MemorySystem(CrashOps):
         #: the counters behind stats() (gliding_actors/metrics); tokens in the context layer's counter
         self.counters = SystemCounters(get_counter(config.context.counter))
         self.directories = tuple(f"dir:{i}" for i in range(config.coherence.directory_shards))
+        #: each shard's epoch (a sharded L0's shards take their own; see _load_sharded_lines)
+        self._epochs = dict.fromkeys(self.directories, self._epoch)
         #: each shard's home, kept across restarts of its directory actor
         self._homes: dict[str, LayeredHome] = {}
         #: with a sharded L0: each shard's recipe (it keeps the shard's home and L0)
@@ -409,13 +414,22 @@ class MemorySystem(CrashOps):
         """
         rt = self._runtime
         wait = rt.ask_timeout_s
-        for ask in [rt.lookup(name).ask({"t": "ready"}) for name in self.directories]:
-            ask.get(wait)
+        asks = [(name, rt.lookup(name).ask({"t": "ready"})) for name in self.directories]
+        for name, ask in asks:
+            self._epochs[name] = ask.get(wait)["epoch"]
         with self._graph_lock:
             lines = self.graph.lines()
         for node in lines:
             if node.value is not None:
                 self.line_graphs.record(node.iri, node.graph, node.version)
+
+    def _version_floor(self) -> int | Callable[[str], int]:
+        """Where a cache numbers a line's next version from: its shard's epoch's floor."""
+        floors = {name: epoch_floor(epoch) for name, epoch in self._epochs.items()}
+        if len(set(floors.values())) == 1:
+            return next(iter(floors.values()))
+        directory_for = self.directory_for
+        return lambda iri: floors[directory_for(iri)]
 
     def _directory_factory(self, name: str) -> Callable[[], DirectoryActor]:
         """Build the shard's actor; on a restart, over the same home.
@@ -446,7 +460,9 @@ class MemorySystem(CrashOps):
         if home is None:
             # With its own writer the graph is fed by messages, as from a shard in another process.
             graph = GraphOutbox() if self._graph_writer else self.graph
-            home = self._homes[name] = LayeredHome(self._l0, graph, self._graph_lock, capacity=capacity)
+            home = self._homes[name] = LayeredHome(
+                self._l0, graph, self._graph_lock, capacity=capacity, epoch=self._epoch
+            )
         built = 0
 
         def build() -> DirectoryActor:
@@ -479,6 +495,7 @@ class MemorySystem(CrashOps):
                 incarnation=built - 1,
                 may=None if role == "system" else functools.partial(permissions.allowed, role),
                 role=role,
+                version_floor=self._version_floor(),
             )
             # Rebuilt after a crash: the directories must first forget its old copies.
             reclaim = self.directories if built > 1 else ()

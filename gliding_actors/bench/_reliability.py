@@ -6,7 +6,8 @@ counting what it found rather than asserting, so every figure is printed even
 when one fails:
 
 * **kills** — a workload SIGKILLed at random points; ``lost_writes`` counts
-  acknowledged write-through and flushed writes missing from L0 afterwards;
+  acknowledged write-through and flushed writes missing from L0 afterwards,
+  ``reused_versions`` a (line, version) acknowledged with two values;
 * **faults** — seeded simulator runs with crashes at random steps, delayed
   channels and process crashes; ``invariant_violations`` and ``hung_ops``;
 * **fuzz** — generated bad input on every input surface; ``untyped_errors``
@@ -113,6 +114,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     report["total_s"] = round(time.perf_counter() - started, 1)
     report["ok"] = (
         report["lost_writes"] == 0
+        and report["reused_versions"] == 0
         and report["disagreements"] == 0
         and report["not_serving"] == 0
         and report["invariant_violations"] == 0
@@ -133,6 +135,7 @@ _HEADLINE = (
     "ok",
     "kills",
     "lost_writes",
+    "reused_versions",
     "faults_injected",
     "invariant_violations",
     "hung_ops",

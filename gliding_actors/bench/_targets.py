@@ -158,6 +158,7 @@ TARGETS: dict[str, dict[str, Target]] = {
     "reliability": {
         "kills": Target(">=", 100, note="SIGKILL at ≥ 100 random points"),
         "lost_writes": Target("==", 0),
+        "reused_versions": Target("==", 0, note="no (line, version) acknowledged with two values"),
         "invariant_violations": Target("==", 0),
         "hung_ops": Target("==", 0, note="every op completes or fails with a typed error"),
         "untyped_errors": Target("==", 0),
@@ -263,6 +264,7 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
     "reliability": (
         Figure("kills", "SIGKILLs survived"),
         Figure("lost_writes", "acknowledged writes lost"),
+        Figure("reused_versions", "versions acknowledged with two values"),
         Figure("faults_injected", "faults injected in the simulator"),
         Figure("invariant_violations", "invariant violations"),
         Figure("hung_ops", "hung ops"),

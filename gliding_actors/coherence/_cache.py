@@ -127,6 +127,12 @@ class CacheController:
     ``update`` or ``delete`` in a named graph (its role's row of the permission
     matrix); None allows everything (the system role, protocol tests).
     ``role`` only names the agent in a refusal.
+
+    ``version_floor`` is where this memory's epoch numbers versions from
+    (:func:`~gliding_actors.coherence._states.epoch_floor`), or a function of
+    the IRI when shards number from different epochs: a write numbers its
+    version above both the line's and the floor, so no write after a process
+    crash reuses a version the crash lost (0: versions count from 1).
     """
 
     def __init__(
@@ -139,6 +145,7 @@ class CacheController:
         incarnation: int = 0,
         may: Callable[[str, str], bool] | None = None,
         role: str = "system",
+        version_floor: int | Callable[[str], int] = 0,
     ) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise InvalidInput(f"cache capacity must be an integer >= 1, not {show(capacity)}")
@@ -154,6 +161,7 @@ class CacheController:
         self.incarnation = incarnation
         self._may = may
         self._role = role
+        self._floor = version_floor
         self._lines: dict[str, _Line] = {}
         self._tick = 0
 
@@ -557,7 +565,8 @@ class CacheController:
         """
         meta = self._write_meta(line, req)
         line.value = None if req["t"] == m.DELETE else req["value"]
-        line.version += 1
+        floor = self._floor if isinstance(self._floor, int) else self._floor(iri)
+        line.version = max(line.version, floor) + 1
         line.meta = meta
         line.state = M  # E -> M is silent
         if self._write_through(meta):

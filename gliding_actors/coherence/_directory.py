@@ -69,6 +69,16 @@ class Home(Protocol):
         """
         ...
 
+    def fence(self, iri: str) -> int:
+        """Number the line's value above every version a crash may have lost; return the new version.
+
+        Called when recovery serves the line from home in place of a dead
+        cache's copy: that copy may have acknowledged versions home never saw,
+        and the next write must not number its value with one of them. A home
+        that cannot (a test's) returns the version it holds.
+        """
+        ...
+
 
 @dataclasses.dataclass
 class _DirLine:
@@ -117,11 +127,13 @@ class DirectoryController:
         self.home = home
         self._lines: dict[str, _DirLine] = {}
         self._recalls: list[_Recall] = []
-        #: ``(iri, version)`` each time recovery served a line from home in place
-        #: of a dead cache's copy: writes newer than ``version`` died with it.
-        #: Appended only by :meth:`reclaim` and :meth:`orphaned`; whoever keeps
-        #: the record of completed writes reads it (and may clear it).
-        self.fallbacks: list[tuple[str, int]] = []
+        #: ``(iri, version, served)`` each time recovery served a line from home
+        #: in place of a dead cache's copy: writes newer than ``version`` died
+        #: with it, and home now serves that value as version ``served``
+        #: (:meth:`Home.fence`). Appended only by :meth:`reclaim` and
+        #: :meth:`orphaned`; whoever keeps the record of completed writes reads
+        #: it (and may clear it).
+        self.fallbacks: list[tuple[str, int, int]] = []
         #: the rebuild after a crash, while it waits for the caches (None: serving)
         self._census: _Census | None = None
         #: copies the last rebuild could not place (transient at the crash)
@@ -227,7 +239,7 @@ class DirectoryController:
             line.deferred = deque((s, d) for s, d in line.deferred if s != cache)
             if line.state == D_EM and line.owner == cache:
                 line.owner, line.state = None, D_I
-                self.fallbacks.append((iri, self.home.load(iri)[1]))
+                self._fall_back(iri)
             elif line.state == D_S:
                 line.sharers.discard(cache)
                 if not line.sharers:
@@ -236,7 +248,7 @@ class DirectoryController:
                 line.sharers.discard(cache)
                 if line.fwd_from == cache:
                     line.fwd_from = None
-                    self.fallbacks.append((iri, self.home.load(iri)[1]))
+                    self._fall_back(iri)
                     for sharer in sorted(line.sharers):
                         if sharer != self.name:
                             reply = self._from_home(iri, acks=0, excl=False, n=2)
@@ -257,9 +269,13 @@ class DirectoryController:
         forward: if the requester died too, its next life drops this Data.
         Recorded in :attr:`fallbacks`.
         """
-        version = self.home.load(iri)[1]
-        self.fallbacks.append((iri, version))
+        self._fall_back(iri)
         return [(req, m.with_inc(self._from_home(iri, acks=0, excl=False, n=3), inc))]
+
+    def _fall_back(self, iri: str) -> None:
+        """Serve ``iri`` from home from now on, fenced above the dead copy's versions."""
+        version = self.home.load(iri)[1]
+        self.fallbacks.append((iri, version, self.home.fence(iri)))
 
     # -- recovery after a crash: the census -----------------------------------
     def begin_census(self, caches: Iterable[str]) -> list[tuple[str, Msg]]:

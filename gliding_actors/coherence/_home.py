@@ -35,6 +35,7 @@ from collections import OrderedDict
 from typing import Any, TypedDict
 
 from gliding_actors.coherence._messages import Meta, Value
+from gliding_actors.coherence._states import epoch_floor
 from gliding_actors.errors import GlidingError, InvalidInput, show
 from gliding_actors.l0 import L0Entry, L0Store
 from gliding_actors.l2._graph import GraphStore
@@ -75,6 +76,9 @@ class LayeredHome:
     ``writedown_failures`` (such batches L0 refused: the map then stays over
     capacity until a later batch succeeds; the error itself comes back from
     the next flush, which writes the same lines).
+
+    ``epoch``: the epoch this memory's writes of these lines number their
+    versions from (the caches' floor); None takes a new one from ``l0``.
     """
 
     def __init__(
@@ -84,9 +88,11 @@ class LayeredHome:
         graph_lock: threading.Lock | None = None,
         *,
         capacity: int | None = None,
+        epoch: int | None = None,
     ) -> None:
         if capacity is not None and (type(capacity) is not int or capacity < 1):
             raise InvalidInput(f"the L2 node capacity must be an int >= 1, not {show(capacity)}")
+        self.epoch = l0.reserve_epoch() if epoch is None else epoch
         self._l0 = l0
         self._graph = graph
         self._graph_lock = graph_lock or threading.Lock()
@@ -102,6 +108,7 @@ class LayeredHome:
         self.forced_writedowns = 0
         self.writedown_batches = 0
         self.writedown_failures = 0
+        self.fence_failures = 0
         #: open flushes (by request id): the lines capacity wrote down meanwhile
         self._flushing: dict[int, set[str]] = {}
         #: every cache that ever sent this shard a protocol message: the only ones
@@ -137,6 +144,23 @@ class LayeredHome:
             self.reloads += 1
             self._shrink(keep=iri)
         return value, version
+
+    def fence(self, iri: str) -> int:
+        """Hold the line's value at the first version of a new epoch, durably; return it.
+
+        Recovery calls this when it serves the line in place of a dead cache's
+        copy (see :meth:`Home.fence`). If L0 refuses, the line keeps the
+        version home holds (a later write may then reuse a lost one) rather
+        than the recovery failing half-way; counted in ``fence_failures``.
+        """
+        value, version = self.load(iri)
+        try:
+            fenced = max(version + 1, epoch_floor(self._l0.reserve_epoch()))
+            self.store(iri, value, fenced, durable=True, meta=self.meta_of(iri))
+        except GlidingError:
+            self.fence_failures += 1
+            return self.load(iri)[1]
+        return fenced
 
     def meta_of(self, iri: str) -> Meta:
         """Tags and graph of the version held here (after :meth:`load`); None if unknown."""

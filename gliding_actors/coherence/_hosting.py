@@ -314,7 +314,8 @@ class DirectoryActor:
     ``l2``; ``{"t": "recall", "iris": [...]|None}`` → once every dirty line in
     scope is home, the IRIs fetched; ``{"t": "flush", "iris": ...}`` → recall,
     then write down to L0 every line newer at home than in L0; answers the
-    IRIs written; ``{"t": "ready"}`` → ``{"notes": [...]}`` once recovered;
+    IRIs written; ``{"t": "ready"}`` → ``{"notes": [...], "epoch": E}`` once
+    recovered (``E``: the home's epoch, which its lines' writes number from);
     ``{"t": "l2.stats"}`` → the home's :meth:`LayeredHome.stats` (never waits);
     ``{"t": "tally"}`` → ``{"sent", "writes"}``, what this shard counted (never waits);
     ``{"t": "l2.dirty"}`` → ``[[iri, version]]`` newer at home than in L0;
@@ -419,7 +420,7 @@ class DirectoryActor:
         """An outside request; ``token`` is its reply when it already waited (recovery)."""
         kind = message.get("t") if isinstance(message, dict) else None
         if kind == "ready":
-            answer = {"notes": list(self.recovery_notes)}
+            answer = {"notes": list(self.recovery_notes), "epoch": self.home.epoch}
             if self._outbox is None:
                 return answer
             # Ready means the graph holds what this shard took home (on open: its whole L0).

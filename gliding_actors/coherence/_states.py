@@ -69,6 +69,21 @@ D_SD = "S_D"
 
 DIR_STATES = frozenset({D_I, D_S, D_EM, D_SD})
 
+# -- versions ----------------------------------------------------------------
+EPOCH_SHIFT = 32
+"""Versions are numbered per epoch: epoch ``e`` writes from ``e << EPOCH_SHIFT`` up.
+
+An epoch is handed out durably by L0 (``reserve_epoch``): one per open of a
+memory and one per line recovery serves from home after a cache crash. So
+whatever versions a crash lost lie below the next epoch's, and (line, version)
+names one value forever, as long as no line takes 2**32 writes in one epoch.
+"""
+
+
+def epoch_floor(epoch: int) -> int:
+    """The version every write of ``epoch`` numbers above (0 for the first epoch)."""
+    return epoch << EPOCH_SHIFT
+
 
 class ProtocolError(RuntimeError):
     """A message arrived that no row of the state tables allows.

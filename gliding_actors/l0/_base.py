@@ -212,7 +212,7 @@ class _StoreBase:
         self._graph_keys: dict[str, bytes] = {}
         self._type_keys: dict[str, bytes] = {}
         self._closed = True
-        new = _is_new(self._path)
+        new = self._created = _is_new(self._path)
         try:
             self._db = plyvel.DB(self._path, **{**leveldb_options(self._config), "create_if_missing": new})
         except plyvel.CorruptionError as exc:
@@ -265,6 +265,32 @@ class _StoreBase:
         if held > acknowledged:  # the side file lags by the batch a crash interrupted, or is new
             write_high_water(self._path, held)
         return held
+
+    def reserve_epoch(self) -> int:
+        """Hand out this database's next epoch, durably: no later call, in any life, returns it again.
+
+        Line versions are numbered per epoch (an epoch's versions start at ``epoch << 32``,
+        see docs/COHERENCE.md), so whatever versions a crash lost were below
+        the next epoch's first version, and a write after the crash can never
+        reuse one. A new database's first epoch is 0; one that holds data but
+        no epoch record starts at 1, above whatever its earlier lives numbered.
+        """
+        with self._write_lock:
+            raw = self._db.get(K.META_EPOCH)
+            if raw is None:
+                epoch = 0 if self._created else 1
+            else:
+                try:
+                    held = _unpackb(raw)
+                except Exception as exc:
+                    raise CorruptRecord(f"L0 key {K.META_EPOCH!r} does not decode: {exc}") from exc
+                if type(held) is not int or held < 0:
+                    raise CorruptRecord(f"L0 key {K.META_EPOCH!r} holds {held!r}, not an epoch")
+                epoch = held + 1
+            wb = self._db.write_batch()
+            wb.put(K.META_EPOCH, packb(epoch))
+            self._commit(wb, sync=True)
+        return epoch
 
     def _commit(self, wb: Any, sync: bool) -> None:
         """Write batch ``wb``; a synced one also advances the high-water count (caller holds the write lock)."""

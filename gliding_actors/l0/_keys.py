@@ -60,6 +60,8 @@ SHARDS_DIR = "l0-shards"
 META_FORMAT = b"\x00meta:format"
 #: msgpack int: how many synced write batches this database holds (see _base.HIGH_WATER)
 META_HIGH_WATER = b"\x00meta:high-water"
+#: msgpack int: the last epoch handed out by ``reserve_epoch`` (line versions are numbered above it)
+META_EPOCH = b"\x00meta:epoch"
 META_PREFIX = b"\x00meta:"
 NODE = b"n:"
 ACCESS = b"a:"

@@ -62,6 +62,15 @@ def _node_ok(key: bytes, value: bytes) -> list[Any] | None:
     return fields
 
 
+def _count(raw: bytes | None) -> int:
+    """A meta record's count (high-water, epoch); 0 when missing or damaged."""
+    try:
+        held = msgpack.unpackb(raw) if raw is not None else 0
+    except Exception:  # noqa: BLE001 - any damage reads as no count
+        return 0
+    return held if type(held) is int and held >= 0 else 0
+
+
 def _tombstone_ok(key: bytes, value: bytes) -> bool:
     try:
         valid = K.is_valid_iri(key[len(K.TOMBSTONE) :].decode())
@@ -150,15 +159,17 @@ def repair_l0(path: str | os.PathLike[str], *, in_place: bool = False) -> dict[s
                     batch.delete(key)
             if db.get(K.META_FORMAT) is None:
                 batch.put(K.META_FORMAT, msgpack.packb(K.FORMAT_VERSION))
-        raw = db.get(K.META_HIGH_WATER)
-        held = msgpack.unpackb(raw) if raw is not None else 0
-        held = held if type(held) is int and held >= 0 else 0
+        held = _count(db.get(K.META_HIGH_WATER))
+        lost = max(0, _read_high_water(target) - held)
+        if lost:
+            # Each lost synced batch may have handed out an epoch: skip that many, so
+            # that no version numbered in a lost epoch is ever numbered again.
+            db.put(K.META_EPOCH, msgpack.packb(_count(db.get(K.META_EPOCH)) + lost), sync=True)
     except plyvel.Error as exc:
         raise StorageError(f"cannot rewrite the repaired L0 database {target}: {exc}") from exc
     finally:
         db.close()
     _mark(target)
-    acknowledged = _read_high_water(target)
     write_high_water(target, held)  # what the repaired database holds is what it now promises
     with L0Store(target, clock=SystemClock()) as store:
         problems = store.verify()
@@ -170,6 +181,6 @@ def repair_l0(path: str | os.PathLike[str], *, in_place: bool = False) -> dict[s
         "dropped": dropped,
         "index_keys": index_keys,
         # synced write batches acknowledged before the damage that the repaired database lacks
-        "lost_synced_batches": max(0, acknowledged - held),
+        "lost_synced_batches": lost,
         "problems": problems,
     }

@@ -30,6 +30,10 @@ class DictHome:
             self.l0[iri] = (value, version)
         self.stores += 1
 
+    def fence(self, iri: str) -> int:
+        """No epochs here: the line keeps its version (the memory's ``LayeredHome`` fences)."""
+        return self.load(iri)[1]
+
     def snapshot(self) -> Msg:
         """Canonical plain data of the contents (for the exhaustive checker)."""
         return {

@@ -34,8 +34,10 @@ the very functions of ``scenario/_ops/coherence.py``, through the invariant
 registry). Their record of completed writes is fed by the ops' completions;
 a loss is forgiven only when a directory *reports* it: each time recovery
 serves a line from home in place of a dead cache's copy it appends
-``(iri, version)`` to ``DirectoryController.fallbacks``, and a completed write
-newer than that version is then lost (``_Truth.lost``). A version at home
+``(iri, version, served)`` to ``DirectoryController.fallbacks``, and a
+completed write newer than ``version`` is then lost (``_Truth.lost``); home
+then serves the surviving value as version ``served`` (a durable fence above
+every version the dead copy may have acknowledged). A version at home
 newer than every completed write must be a write whose op failed with the
 crash (a write-through whose WT reached home): it is adopted only if its value
 is that of such a write, else it is a violation.
@@ -327,8 +329,9 @@ class _SeedRun:
             if controller is None or not controller.fallbacks:
                 continue
             reported, controller.fallbacks = list(controller.fallbacks), []
-            for iri, version in reported:
+            for iri, version, served in reported:
                 self._fallback(iri, version)
+                self._renumbered(iri, served)
 
     def _fallback(self, iri: str, version: int) -> None:
         truth = self.truth
@@ -346,6 +349,15 @@ class _SeedRun:
             )
             if not pending:  # a write still waiting for its WT-Ack will complete with it
                 self._violated([f"home holds {iri} v{version} {value!r}, newer than any write: v{latest}"])
+
+    def _renumbered(self, iri: str, served: int) -> None:
+        """Home now holds the line's surviving value at version ``served`` (its fence)."""
+        truth = self.truth
+        version, value = truth.latest.get(iri, (0, None))
+        if served > version:
+            truth.latest[iri] = (served, value)
+            if iri in self.promised:  # the fence is durable: L0 holds the value at ``served``
+                self.promised[iri] = served
 
     def _reconcile(self, iri: str) -> bool:
         """Adopt home's version of ``iri`` if it is newer than every completed write and

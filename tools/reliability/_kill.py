@@ -13,6 +13,10 @@ contract of docs/RELIABILITY.md:
 * L0 is consistent (``verify()``) and the L2 graph rebuilt on open agrees
   with LevelDB: the same lines, each with the same version, named graph and
   value;
+* no (line, version) is ever acknowledged with two values, across every
+  life (write-back writes included: a kill may lose them, but the next life
+  numbers its writes above them), and L0 holds no other value at an
+  acknowledged (line, version);
 * a restart after a real kill cannot know what was lost (``lost_in_crash`` is
   empty: nothing survived to report it);
 * the memory serves again: a write-through write, a read from another agent
@@ -52,6 +56,8 @@ CHILD_SCRIPT = Path(__file__).with_name("_kill_child.py")
 
 #: a promise: the line must be in L0 at version >= v, holding ``value`` at exactly v
 Promise = tuple[str, int, dict[str, Any], bool]
+#: an acknowledged write, durable or not: (line, version) names ``value`` forever
+Acknowledged = tuple[str, int, dict[str, Any]]
 
 
 @dataclasses.dataclass
@@ -63,8 +69,12 @@ class KillReport:
     promises: int = 0
     write_through: int = 0
     flushed: int = 0
+    #: acknowledged writes in the journal (write-through and write-back) after the last kill
+    acknowledged: int = 0
     #: one line per broken promise found after some restart (a lost or changed write)
     lost_writes: list[str] = dataclasses.field(default_factory=list)
+    #: one line per (line, version) acknowledged with two values, or held in L0 with another
+    reused_versions: list[str] = dataclasses.field(default_factory=list)
     #: LevelDB index or L0/graph disagreements found after some restart
     disagreements: list[str] = dataclasses.field(default_factory=list)
     #: restarts after which the memory did not serve (with the error)
@@ -79,28 +89,49 @@ class KillReport:
             "promises": self.promises,
             "write_through": self.write_through,
             "flushed": self.flushed,
+            "acknowledged": self.acknowledged,
             "lost_writes": len(self.lost_writes),
+            "reused_versions": len(self.reused_versions),
             "disagreements": len(self.disagreements),
             "not_serving": len(self.not_serving),
             "early_deaths": len(self.early_deaths),
             "kill_seconds": round(self.seconds, 1),
-            "kill_failures": (self.lost_writes + self.disagreements + self.not_serving + self.early_deaths)[:10],
+            "kill_failures": (
+                self.lost_writes + self.reused_versions + self.disagreements + self.not_serving + self.early_deaths
+            )[:10],
         }
 
 
-def read_journal(path: Path) -> list[Promise]:
-    """Every promise the child's journal holds (complete lines only: a torn last line is no promise)."""
+def read_journal(path: Path) -> tuple[list[Promise], list[Acknowledged]]:
+    """The promises and the acknowledged writes the child's journal holds.
+
+    Complete lines only: a torn last line is no promise.
+    """
     data = path.read_bytes() if path.exists() else b""
     promises: list[Promise] = []
+    acknowledged: list[Acknowledged] = []
     for line in data.split(b"\n")[:-1]:
         record = json.loads(line)
-        if record["op"] == "wt":
-            promises.append((record["iri"], record["v"], record["value"], True))
+        if record["op"] in ("wt", "wb"):
+            acknowledged.append((record["iri"], record["v"], record["value"]))
+            if record["op"] == "wt":
+                promises.append((record["iri"], record["v"], record["value"], True))
         elif record["op"] == "flush":
             promises += [(iri, v, value, False) for iri, v, value in record["lines"]]
         else:
             raise ValueError(f"unknown journal record {record!r}")
-    return promises
+    return promises, acknowledged
+
+
+def _reused(acknowledged: list[Acknowledged]) -> list[str]:
+    """Each (line, version) the journal acknowledged with two different values."""
+    first: dict[tuple[str, int], dict[str, Any]] = {}
+    found = []
+    for iri, version, value in acknowledged:
+        held = first.setdefault((iri, version), value)
+        if held != value:
+            found.append(f"{iri} v{version} acknowledged as {held!r} and again as {value!r}")
+    return found
 
 
 def _run_and_kill(memory_path: Path, journal: Path, seed: int, delay: float, mode: str) -> str | None:
@@ -140,7 +171,9 @@ def _last_line(stderr: bytes) -> str:
     return lines[-1] if lines else "(no output)"
 
 
-def _check_after_restart(memory_path: Path, promises: list[Promise], life: int, report: KillReport) -> None:
+def _check_after_restart(
+    memory_path: Path, promises: list[Promise], acknowledged: list[Acknowledged], life: int, report: KillReport
+) -> None:
     """Reopen the killed memory and check the contract, adding what is broken to ``report``."""
     from gliding_actors.system import MemorySystem
 
@@ -162,6 +195,10 @@ def _check_after_restart(memory_path: Path, promises: list[Promise], life: int, 
                 report.lost_writes.append(f"life {life}: {kind} {iri} v{version}: L0 holds another value")
             elif entry.version == version and write_through and CRITICAL not in entry.tags:
                 report.lost_writes.append(f"life {life}: write-through {iri} v{version} lost its critical tag")
+        for iri, version, value in acknowledged:
+            entry = l0.retrieve(iri, touch=False)
+            if entry is not None and entry.version == version and entry.content != value:
+                report.reused_versions.append(f"life {life}: L0 holds {iri} v{version} with another value than acknowledged")
 
         in_l0 = {
             e.iri: (e.version, e.named_graph or DEFAULT_GRAPH, e.content)
@@ -220,11 +257,13 @@ def run_kills(
         if died is not None:
             report.early_deaths.append(f"life {life}: {died}")
         report.kills += 1
-        promises = read_journal(journal)
-        _check_after_restart(memory_path, promises, life, report)
+        promises, acknowledged = read_journal(journal)
+        _check_after_restart(memory_path, promises, acknowledged, life, report)
         if progress is not None:
             progress(life + 1)
-    promises = read_journal(journal)
+    promises, acknowledged = read_journal(journal)
+    report.reused_versions += _reused(acknowledged)
+    report.acknowledged = len(acknowledged)
     report.promises = len(promises)
     report.write_through = sum(1 for p in promises if p[3])
     report.flushed = report.promises - report.write_through

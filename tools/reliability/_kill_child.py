@@ -15,14 +15,17 @@ appended with one ``os.write`` and fsync'd **after** the operation returned,
 so a journal line on disk means the system had already acknowledged it:
 
 * ``{"op": "wt", "iri", "v", "value"}`` — a write-through write returned;
+* ``{"op": "wb", "iri", "v", "value"}`` — a write-back write returned (no
+  durability promise: a kill may lose it, but its version is never reused);
 * ``{"op": "flush", "lines": [[iri, v, value], ...]}`` — a flush returned; the
   lines are the write-back writes that had *completed before the flush
   began* (their newest completed version per line), which the flush's recall
   must have brought home and written down.
 
-Versions are per line and never reused, so a line found in L0 at the
-journalled version must hold the journalled value; a higher version means a
-later write (of any kind) reached L0 too.
+Versions are per line and never reused, even those of write-back writes a
+kill lost: a line found in L0 at a journalled version must hold the
+journalled value, and no two journal records give one (line, version) two
+values; a higher version means a later write (of any kind) reached L0 too.
 
 Mode ``lying`` journals every write-back write as flushed the moment it
 returns, without waiting for a flush: a broken promise the harness must catch
@@ -93,6 +96,7 @@ def main() -> None:
                 if lying:
                     journal.append({"op": "flush", "lines": [[iri, result["version"], value]]})
                     continue
+                journal.append({"op": "wb", "iri": iri, "v": result["version"], "value": value})
                 with completed_lock:
                     held = completed.get(iri)
                     if held is None or held[0] < result["version"]:
