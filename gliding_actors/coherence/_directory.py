@@ -107,6 +107,8 @@ class _Census:
     """A rebuild in progress: who is still to answer, what they said, what arrived meanwhile."""
 
     waiting: set[str]
+    #: which census of this shard it is (1 for the first after a crash): an answer to another is stale
+    number: int = 1
     held: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     deferred: dict[str, dict[str, list[tuple[str, str]]]] = dataclasses.field(default_factory=dict)
     coming: dict[str, set[str]] = dataclasses.field(default_factory=dict)
@@ -278,20 +280,31 @@ class DirectoryController:
         self.fallbacks.append((iri, version, self.home.fence(iri)))
 
     # -- recovery after a crash: the census -----------------------------------
-    def begin_census(self, caches: Iterable[str]) -> list[tuple[str, Msg]]:
+    def begin_census(
+        self, caches: Iterable[str], *, number: int = 1, carried: Iterable[tuple[str, Msg]] = ()
+    ) -> list[tuple[str, Msg]]:
         """Start rebuilding this (reborn, empty) directory: ask each cache in ``caches`` what it holds.
 
         Returns the ``Census`` messages to send. Until every cache has answered
         (:meth:`census_answer`) :attr:`recovering` is true and the host hands
         every other message to :meth:`hold_back` instead of serving it. With no
         cache to ask, the directory is rebuilt (empty) at once.
+
+        A directory that crashed *during* a census starts the next one with
+        ``number`` one higher (its ``Census`` then carries ``n``, and an answer
+        to the dead census is dropped) and ``carried``: the protocol messages
+        the dead census had held back, ``(sender, message)`` in arrival order,
+        which its host kept. Nothing was served meanwhile, so they are still
+        requests no directory has seen, ahead of anything that arrives now.
         """
-        census = _Census(waiting=set(caches))
-        if not census.waiting:
+        census = _Census(waiting=set(caches), number=number)
+        census.held_back = [(sender, message, None) for sender, message in carried]
+        if not census.waiting:  # (then nothing was carried: only a cache sends protocol messages)
             self.recovery_notes = self.rebuild({}, deferred={}, coming={}, putting={})
             return []
         self._census = census
-        return [(cache, {"t": m.CENSUS}) for cache in sorted(census.waiting)]
+        ask: Msg = {"t": m.CENSUS} if number == 1 else {"t": m.CENSUS, "n": number}
+        return [(cache, dict(ask)) for cache in sorted(census.waiting)]
 
     @property
     def recovering(self) -> bool:
@@ -317,8 +330,8 @@ class DirectoryController:
         arrival order, for the host to serve now that the directory is whole.
         """
         census = self._census
-        if census is None or src not in census.waiting:
-            return None
+        if census is None or src not in census.waiting or message.get("n", 1) != census.number:
+            return None  # not asked, or an answer to a census that died with its directory
         census.waiting.discard(src)
         census.held[src] = dict(message.get("lines") or {})
         census.deferred[src] = {

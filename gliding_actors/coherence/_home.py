@@ -30,11 +30,12 @@ graph's size is bounded by putting it on disk (``GraphStore(path)``).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from typing import Any, TypedDict
 
-from gliding_actors.coherence._messages import Meta, Value
+from gliding_actors.coherence._messages import Meta, Msg, Value
 from gliding_actors.coherence._states import epoch_floor
 from gliding_actors.errors import GlidingError, InvalidInput, show
 from gliding_actors.l0 import L0Entry, L0Store
@@ -56,6 +57,14 @@ class L2Stats(TypedDict):
     forced_writedowns: int
     writedown_batches: int
     writedown_failures: int
+
+
+@dataclasses.dataclass
+class CensusCarry:
+    """What a directory's census must not lose when the directory dies during it."""
+
+    number: int = 0
+    held_back: list[tuple[str, Msg]] = dataclasses.field(default_factory=list)
 
 
 class LayeredHome:
@@ -115,6 +124,10 @@ class LayeredHome:
         #: that can hold its lines (a grant answers a request), so the ones a
         #: rebuilt directory takes a census of. Here because it must outlive the actor.
         self.caches: set[str] = set()
+        #: the protocol messages a census held back, and how many censuses this shard
+        #: took: kept here, beside ``caches``, so a directory that dies during a census
+        #: hands them to the next (see ``DirectoryActor``)
+        self.census_carry = CensusCarry()
 
     @property
     def capacity(self) -> int | None:

@@ -23,7 +23,7 @@ from gliding_actors.bus import BUS_ACTOR, LINE_CHANGED
 from gliding_actors.coherence import _messages as m
 from gliding_actors.coherence._cache import CacheController
 from gliding_actors.coherence._directory import DirectoryController
-from gliding_actors.coherence._home import LayeredHome
+from gliding_actors.coherence._home import CensusCarry, LayeredHome
 from gliding_actors.coherence._messages import CLIENT, Msg, Value
 from gliding_actors.errors import (
     ActorUnavailable,
@@ -221,7 +221,10 @@ class CacheActor:
             home = ctx.sender
             held = {iri: st for iri, st in self.controller.states().items() if self.controller.home_of(iri) == home}
             owed = {iri: [list(d) for d in self.controller.deferred(iri)] for iri in held}
-            ctx.send(home, {"t": m.CENSUS_ACK, "lines": held, "deferred": {k: v for k, v in owed.items() if v}})
+            answer = {"t": m.CENSUS_ACK, "lines": held, "deferred": {k: v for k, v in owed.items() if v}}
+            if "n" in message:  # which census this answers (a directory may die during one)
+                answer["n"] = message["n"]
+            ctx.send(home, answer)
             return None
         if kind == m.RECLAIM_ACK:
             # Only the ack of this life's Reclaim: a life that died before its own
@@ -330,7 +333,11 @@ class DirectoryActor:
     cache has answered; protocol messages and outside requests that arrive
     meanwhile are held back by the controller, in arrival order, and run once
     the directory's sharers and owners are rebuilt from the caches' answers.
-    The home (L2) is a separate layer and survives the crash.
+    The home (L2) is a separate layer and survives the crash; so does the
+    census's record of the protocol messages it held back
+    (``home.census_carry``), so a directory that crashes during its census
+    starts the next one with them (an outside request held back fails with
+    the crash, as any request in flight to a crashed actor does).
 
     When the home queues its graph puts (``LayeredHome.graph_outbox``, on
     when the graph has its own writer: :mod:`gliding_actors.l2._graph_writer`),
@@ -364,7 +371,10 @@ class DirectoryActor:
     def on_start(self, ctx: Context) -> None:
         self._ship_graph(ctx)  # what a crashed predecessor's handler had queued
         if self._recover_from is not None:
-            for cache, census in self.controller.begin_census(self._recover_from):
+            carry = self.home.census_carry
+            carry.number += 1
+            asks = self.controller.begin_census(self._recover_from, number=carry.number, carried=carry.held_back)
+            for cache, census in asks:
                 ctx.send(cache, census)
 
     @property
@@ -483,6 +493,7 @@ class DirectoryActor:
         if kind == m.CENSUS_ACK:
             held = controller.census_answer(src, message) if src is not None else None
             if held is not None:
+                self.home.census_carry = CensusCarry(number=self.home.census_carry.number)
                 self._serve_held_back(held, ctx)
             return None
         if src is None:
@@ -491,6 +502,8 @@ class DirectoryActor:
             controller.hold_back(None, message, ctx.defer_reply())
             return DEFERRED
         controller.hold_back(src, message)
+        # Kept where a crash of this actor cannot lose it: the next census serves it.
+        self.home.census_carry.held_back.append((src, message))
         return None
 
     def _emit(self, out: list[tuple[str, Msg]], ctx: Context) -> None:

@@ -195,6 +195,35 @@ def test_a_directory_crash_with_a_request_in_flight_serves_it_after_the_census(m
     assert memory.runtime.lookup("dir:0").ask({"t": "ready"}).get(5.0)["notes"] == []
 
 
+def test_a_directory_that_crashes_during_its_census_serves_what_the_census_held_back(
+    memory: MemorySystem,
+) -> None:
+    """The rebuilt directory held back a GetM while it waited for the caches' census answers, then
+    crashed again: the GetM died with it and the writer waited forever (the fault injector never
+    crashed a recovering directory). The held-back protocol messages now outlive the directory (its
+    home keeps them) and the next census serves them; an answer to the dead census is dropped."""
+    pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+    pa.write(X, {"v": 1})
+    da.read(X)  # both have talked to the directory: its census asks both
+    memory.quiesce()
+    sim = sim_of(memory)
+    sim.inject("dir:0", {"t": "crash"})
+    write = da.submit_write(X, {"v": "da"})
+    deliver(memory, "@driver", "cache:da")
+    deliver(memory, "cache:da", "dir:0")  # the GetM: held back, the census is not complete
+    deliver(memory, "dir:0", "cache:pa")  # pa answers the first census ...
+    deliver(memory, "cache:pa", "dir:0")  # ... and the directory takes that answer
+    assert directory(memory).recovering
+    sim.inject("dir:0", {"t": "crash"})  # dies during its census
+    got = write.get(5.0)
+    assert got["policy"] == "write_back" and got["version"] == 2
+    memory.quiesce()
+    assert line(memory)["owner"] == "da" and line(memory)["directory"] == "EM"
+    assert memory.runtime.lookup("dir:0").ask({"t": "ready"}).get(5.0)["notes"] == []
+    assert pa.read(X)["value"] == {"v": "da"}
+    assert crashes(memory, "dir:0") == 2
+
+
 def test_a_directory_crash_with_a_reader_in_is_d_makes_it_a_sharer(memory: MemorySystem) -> None:
     pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
     pa.write(X, {"v": 1})

@@ -19,9 +19,10 @@ right there — with whatever is in flight staying in flight:
   (found by this harness: seed 1 of the first sweep). See
   ``DirectoryController.reclaim``.
 * ``directory_crash``: a directory shard crashes and rebuilds from a census
-  of the caches, placing copies caught mid-transaction. Injected only when
-  the shard has no line in S_D (hence no deferred request and no recall
-  waiting) and is not itself recovering: those would die with it.
+  of the caches, placing copies caught mid-transaction; also during that
+  census (the home keeps what the census held back). Injected only when the
+  shard has no line in S_D (hence no deferred request and no recall
+  waiting): those would die with it.
 * ``delay``: a channel is held back for a number of deliveries (a slow link).
 * ``process_crash`` (at most once per seed): ``crash_process(quiesce=False)``;
   messages in flight die with the process. Checked against the durability
@@ -160,6 +161,8 @@ class _SeedRun:
         self.counter = 0
         self.by_kind: dict[str, int] = dict.fromkeys(KINDS, 0)
         self.skipped = 0
+        #: why each skipped fault was skipped (the postponements that remain): reason -> count
+        self.skipped_why: dict[str, int] = {}
         self.violations = 0
         self.lost = 0
         self.adopted = 0
@@ -388,16 +391,23 @@ class _SeedRun:
         else:
             channels = [c for c in self.sim.channels() if not c[0].startswith("@")]
             if not channels:
-                self.skipped += 1
+                self._skip("delay: no message in flight to hold back")
                 return
             channel = channels[rng.randrange(len(channels))]
             self.sim.hold(channel, rng.randint(1, self.plan.hold_max))
             self.by_kind["delay"] += 1
 
+    def _skip(self, why: str) -> None:
+        self.skipped += 1
+        self.skipped_why[why] = self.skipped_why.get(why, 0) + 1
+
     def _crash_cache(self) -> None:
         eligible = [a for a, _r in AGENTS if _crashable(self._inner(cache_name(a)).controller)]
         if not eligible:
-            self.skipped += 1
+            self._skip(
+                "cache_crash: every cache holds a deferred forward or Inv, or waits for a GetM's Data or"
+                " Inv-Acks (recovery there is not yet sound: a new owner could meet a copy not yet given up)"
+            )
             return
         agent = eligible[self.rng.randrange(len(eligible))]
         # What the crash reports lost, as MemorySystem.crash reports it: the lines
@@ -414,14 +424,15 @@ class _SeedRun:
         eligible = []
         for name in self.system.directories:
             inner = self._inner(name)
-            if inner.controller.recovering:
-                continue  # recovering: what it holds back would die with it
             snap = inner.controller.snapshot()
             if snap["recalls"] or any(ln[1] == D_SD or ln[5] for ln in snap["lines"]):
                 continue
             eligible.append(name)
         if not eligible:
-            self.skipped += 1
+            self._skip(
+                "directory_crash: every shard has a line in S_D or a recall waiting (its deferred requests"
+                " and the recall's asker would die with it)"
+            )
             return
         self.sim.inject(eligible[self.rng.randrange(len(eligible))], {"t": "crash"})
         self.by_kind["directory_crash"] += 1
@@ -551,8 +562,9 @@ def run_faults(
 
     Keys: ``seeds`` (how many), ``steps`` (per seed), ``ops``, ``faults_injected``,
     ``by_kind`` (``cache_crash``, ``directory_crash``, ``delay``,
-    ``process_crash``), ``skipped_faults`` (a drawn crash with no eligible
-    target), ``lost_reported`` (lines a directory reported lost and the
+    ``process_crash``), ``skipped_faults`` (a drawn fault with no eligible
+    target), ``skipped_why`` (those by reason: the postponements that
+    remain), ``lost_reported`` (lines a directory reported lost and the
     invariants forgave), ``adopted`` (writes whose op failed with the crash but
     reached home), ``typed_errors``, ``untyped_errors``, ``hung_ops``,
     ``invariant_violations``, ``serve_failures``, ``failures`` (the first
@@ -569,6 +581,7 @@ def run_faults(
         "faults_injected": 0,
         "by_kind": dict.fromkeys(KINDS, 0),
         "skipped_faults": 0,
+        "skipped_why": {},
         "lost_reported": 0,
         "adopted": 0,
         "typed_errors": 0,
@@ -595,6 +608,8 @@ def run_faults(
         totals["lost_reported"] += run.lost
         totals["adopted"] += run.adopted
         totals["skipped_faults"] += run.skipped
+        for why, n in run.skipped_why.items():
+            totals["skipped_why"][why] = totals["skipped_why"].get(why, 0) + n
         for kind, n in run.by_kind.items():
             totals["by_kind"][kind] += n
         totals["faults_injected"] += sum(run.by_kind.values())
