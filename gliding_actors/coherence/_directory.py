@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from gliding_actors.coherence import _messages as m
@@ -109,6 +109,8 @@ class _Census:
     waiting: set[str]
     #: which census of this shard it is (1 for the first after a crash): an answer to another is stale
     number: int = 1
+    #: the lines the dead directory had waiting in S_D (:meth:`DirectoryController.open_line` rows)
+    open_lines: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
     held: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     deferred: dict[str, dict[str, list[tuple[str, str]]]] = dataclasses.field(default_factory=dict)
     coming: dict[str, set[str]] = dataclasses.field(default_factory=dict)
@@ -171,20 +173,45 @@ class DirectoryController:
         """IRIs this directory currently tracks (not I, or with requests waiting), sorted."""
         return sorted(self._lines)
 
+    @staticmethod
+    def _row(iri: str, ln: _DirLine) -> list[Any]:
+        return [
+            iri,
+            ln.state,
+            ln.owner,
+            sorted(ln.sharers),
+            ln.fwd_from,
+            [[s, d] for s, d in ln.deferred],
+            *([ln.fwd_inc] if ln.fwd_inc else []),
+        ]
+
+    @staticmethod
+    def _from_row(row: list[Any]) -> _DirLine:
+        _iri, state, owner, sharers, fwd_from, deferred, *fwd_inc = row
+        if state not in DIR_STATES:
+            raise ValueError(f"unknown directory state {state!r}")
+        return _DirLine(
+            state, owner, set(sharers), fwd_from, fwd_inc[0] if fwd_inc else 0, deque((s, d) for s, d in deferred)
+        )
+
+    def open_line(self, iri: str) -> list[Any] | None:
+        """``iri``'s snapshot row if it is waiting in S_D (an open transaction), else None.
+
+        A line in S_D holds what no cache can tell a census: which owner's
+        Data it waits for, for whom, and the requests queued behind it. The
+        host keeps these rows where a crash of the directory cannot lose them
+        (see :meth:`begin_census`).
+        """
+        line = self._lines.get(iri)
+        return None if line is None or line.state != D_SD else self._row(iri, line)
+
+    def open_lines(self) -> dict[str, list[Any]]:
+        """Every line waiting in S_D, as :meth:`open_line` rows."""
+        return {iri: self._row(iri, ln) for iri, ln in self._lines.items() if ln.state == D_SD}
+
     def snapshot(self) -> Msg:
         """The whole controller state as canonical plain data (not the home's contents)."""
-        lines = [
-            [
-                iri,
-                ln.state,
-                ln.owner,
-                sorted(ln.sharers),
-                ln.fwd_from,
-                [[s, d] for s, d in ln.deferred],
-                *([ln.fwd_inc] if ln.fwd_inc else []),
-            ]
-            for iri, ln in sorted(self._lines.items())
-        ]
+        lines = [self._row(iri, ln) for iri, ln in sorted(self._lines.items())]
         recalls = [
             [r.src, r.rid, sorted(r.pending), list(r.fetched), r.msgs] for r in self._recalls
         ]
@@ -194,18 +221,7 @@ class DirectoryController:
         """Replace the whole state with ``snap`` (from :meth:`snapshot`)."""
         if snap["name"] != self.name:
             raise ValueError(f"snapshot of {snap['name']!r} restored into {self.name!r}")
-        self._lines = {}
-        for iri, state, owner, sharers, fwd_from, deferred, *fwd_inc in snap["lines"]:
-            if state not in DIR_STATES:
-                raise ValueError(f"unknown directory state {state!r}")
-            self._lines[iri] = _DirLine(
-                state,
-                owner,
-                set(sharers),
-                fwd_from,
-                fwd_inc[0] if fwd_inc else 0,
-                deque((s, d) for s, d in deferred),
-            )
+        self._lines = {row[0]: self._from_row(row) for row in snap["lines"]}
         self._recalls = [
             _Recall(src, rid, set(p), list(f), n) for src, rid, p, f, n in snap["recalls"]
         ]
@@ -281,7 +297,12 @@ class DirectoryController:
 
     # -- recovery after a crash: the census -----------------------------------
     def begin_census(
-        self, caches: Iterable[str], *, number: int = 1, carried: Iterable[tuple[str, Msg]] = ()
+        self,
+        caches: Iterable[str],
+        *,
+        number: int = 1,
+        carried: Iterable[tuple[str, Msg]] = (),
+        open_lines: Mapping[str, list[Any]] | None = None,
     ) -> list[tuple[str, Msg]]:
         """Start rebuilding this (reborn, empty) directory: ask each cache in ``caches`` what it holds.
 
@@ -296,11 +317,17 @@ class DirectoryController:
         the dead census had held back, ``(sender, message)`` in arrival order,
         which its host kept. Nothing was served meanwhile, so they are still
         requests no directory has seen, ahead of anything that arrives now.
+
+        ``open_lines``: the lines the dead directory had waiting in S_D, as its
+        host kept them (:meth:`open_line`). They are restored as they were,
+        whatever the caches report of them: the owner's Data is still on its
+        way (or its Fwd-GetS still is), and the requests queued behind them
+        are served when it arrives.
         """
-        census = _Census(waiting=set(caches), number=number)
+        census = _Census(waiting=set(caches), number=number, open_lines=dict(open_lines or {}))
         census.held_back = [(sender, message, None) for sender, message in carried]
         if not census.waiting:  # (then nothing was carried: only a cache sends protocol messages)
-            self.recovery_notes = self.rebuild({}, deferred={}, coming={}, putting={})
+            self.recovery_notes = self.rebuild({}, deferred={}, coming={}, putting={}, open_lines=census.open_lines)
             return []
         self._census = census
         ask: Msg = {"t": m.CENSUS} if number == 1 else {"t": m.CENSUS, "n": number}
@@ -346,7 +373,11 @@ class DirectoryController:
             return None
         self._census = None
         self.recovery_notes = self.rebuild(
-            census.held, deferred=census.deferred, coming=census.coming, putting=census.putting
+            census.held,
+            deferred=census.deferred,
+            coming=census.coming,
+            putting=census.putting,
+            open_lines=census.open_lines,
         )
         return census.held_back
 
@@ -357,6 +388,7 @@ class DirectoryController:
         deferred: dict[str, dict[str, list[tuple[str, str]]]] | None = None,
         coming: dict[str, set[str]] | None = None,
         putting: dict[str, set[str]] | None = None,
+        open_lines: Mapping[str, list[Any]] | None = None,
     ) -> list[str]:
         """Take the sharers and owner of every line from what the caches hold.
 
@@ -384,16 +416,20 @@ class DirectoryController:
         nobody else holds the line it is placed as owner and its Put, when it
         is replayed, takes the data home instead of being dropped as stale.
 
-        Exact when the dead directory had no line in S_D (then no deferred
-        request and no recall either): those are lost with it. The fault
-        injector crashes a directory only then.
+        ``open_lines`` (the dead directory's lines in S_D, see
+        :meth:`begin_census`) are restored as they were, not placed from the
+        caches. Its recalls are not restored: their askers failed with the
+        crash, and the S_D lines they opened complete on their own.
         """
         self._lines = {}
         self._recalls = []
         notes: list[str] = []
         exact = coming is not None
+        kept = open_lines or {}
         for cache in sorted(held):
             for iri, state in sorted(held[cache].items()):
+                if iri in kept:
+                    continue
                 if exact:
                     owed = {kind for kind, _req in (deferred or {}).get(cache, {}).get(iri, [])}
                     processed = iri not in (coming or {}).get(cache, set())
@@ -421,9 +457,11 @@ class DirectoryController:
                     notes.append(f"{cache} holds {iri} in transient state {state}")
         for cache in sorted(putting or {}):
             for iri in sorted((putting or {})[cache]):
-                if held.get(cache, {}).get(iri, "I") == "I" and iri not in self._lines:
+                if held.get(cache, {}).get(iri, "I") == "I" and iri not in self._lines and iri not in kept:
                     line = self._line(iri)
                     line.owner, line.state = cache, D_EM
+        for iri, row in kept.items():
+            self._lines[iri] = self._from_row(row)
         return notes
 
     # -- internals ---------------------------------------------------------

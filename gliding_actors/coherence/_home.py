@@ -61,10 +61,12 @@ class L2Stats(TypedDict):
 
 @dataclasses.dataclass
 class CensusCarry:
-    """What a directory's census must not lose when the directory dies during it."""
+    """What a directory's recovery must not lose when the directory dies (during a census, or in S_D)."""
 
     number: int = 0
     held_back: list[tuple[str, Msg]] = dataclasses.field(default_factory=list)
+    #: the lines waiting in S_D (``DirectoryController.open_line`` rows), by IRI
+    open_lines: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
 
 
 class LayeredHome:
@@ -286,6 +288,10 @@ class LayeredHome:
     def begin_flush(self, mark: int) -> None:
         """A flush starts (its recall is bringing owners' copies home): see :meth:`flush`."""
         self._flushing[mark] = set()
+
+    def abandon_flushes(self) -> None:
+        """Forget the flushes begun and not finished: their directory died, and their askers with it."""
+        self._flushing.clear()
 
     def flush(self, iris: list[str] | None = None, *, sync: bool = True, mark: int | None = None) -> list[str]:
         """Write down every line newer here than in L0 (within ``iris``), as one batch; return them.

@@ -337,7 +337,10 @@ class DirectoryActor:
     census's record of the protocol messages it held back
     (``home.census_carry``), so a directory that crashes during its census
     starts the next one with them (an outside request held back fails with
-    the crash, as any request in flight to a crashed actor does).
+    the crash, as any request in flight to a crashed actor does), and so do
+    the lines it has waiting in S_D (mirrored there after every handler that
+    may change one), so a directory that crashes mid-transaction restores
+    them as they were.
 
     When the home queues its graph puts (``LayeredHome.graph_outbox``, on
     when the graph has its own writer: :mod:`gliding_actors.l2._graph_writer`),
@@ -371,9 +374,12 @@ class DirectoryActor:
     def on_start(self, ctx: Context) -> None:
         self._ship_graph(ctx)  # what a crashed predecessor's handler had queued
         if self._recover_from is not None:
+            self.home.abandon_flushes()  # the dead actor's flushes failed with it
             carry = self.home.census_carry
             carry.number += 1
-            asks = self.controller.begin_census(self._recover_from, number=carry.number, carried=carry.held_back)
+            asks = self.controller.begin_census(
+                self._recover_from, number=carry.number, carried=carry.held_back, open_lines=carry.open_lines
+            )
             for cache, census in asks:
                 ctx.send(cache, census)
 
@@ -464,6 +470,7 @@ class DirectoryActor:
             if kind == "flush":
                 self.home.begin_flush(token.request_id)  # counts what capacity writes meanwhile
             out = self.controller.handle(ctx.name, m.recall(ctx.name, token.request_id, iris))
+            self.home.census_carry.open_lines = self.controller.open_lines()
             self._emit(out, ctx)
             return DEFERRED
         raise InvalidInput(f"unknown directory request {show(kind)}")
@@ -479,6 +486,7 @@ class DirectoryActor:
                 ctx.resolve(*waiting)
         elif kind == m.RECLAIM:
             self._emit(self.controller.reclaim(src), ctx)
+            self.home.census_carry.open_lines = self.controller.open_lines()
             ctx.send(src, m.with_inc({"t": m.RECLAIM_ACK}, m.inc_of(message)))
         elif kind == m.NACK:
             orphan = self.controller.orphaned(str(message.get("iri")), str(message.get("req")), m.inc_of(message))
@@ -487,13 +495,27 @@ class DirectoryActor:
             pass  # a late answer to a census that is already complete
         else:
             self._emit(self.controller.handle(src, message), ctx)
+            self._keep_open(message.get("iri"))
+
+    def _keep_open(self, iri: Any) -> None:
+        """Mirror ``iri``'s S_D state beside the home, where a crash of this actor cannot lose it."""
+        if not isinstance(iri, str):
+            return
+        row = self.controller.open_line(iri)
+        lines = self.home.census_carry.open_lines
+        if row is not None:
+            lines[iri] = row
+        elif lines:
+            lines.pop(iri, None)
 
     def _while_recovering(self, kind: Any, src: str | None, message: Any, ctx: Context) -> Any:
         controller = self.controller
         if kind == m.CENSUS_ACK:
             held = controller.census_answer(src, message) if src is not None else None
             if held is not None:
-                self.home.census_carry = CensusCarry(number=self.home.census_carry.number)
+                self.home.census_carry = CensusCarry(
+                    number=self.home.census_carry.number, open_lines=controller.open_lines()
+                )
                 self._serve_held_back(held, ctx)
             return None
         if src is None:

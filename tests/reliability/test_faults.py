@@ -224,6 +224,59 @@ def test_a_directory_that_crashes_during_its_census_serves_what_the_census_held_
     assert crashes(memory, "dir:0") == 2
 
 
+def test_a_directory_that_crashes_in_s_d_restores_the_line_and_the_requests_behind_it(
+    memory: MemorySystem,
+) -> None:
+    """The directory forwarded da's GetS to the owner pa (S_D: waiting for pa's Data) and deferred
+    ca's GetM behind it, then crashed. A census cannot tell any of that (pa may not even have the
+    Fwd-GetS yet), so the fault injector never crashed a directory with a line in S_D. The host now
+    mirrors every S_D line beside the home; the rebuilt directory restores it as it was, takes pa's
+    Data when it comes, and serves ca's GetM after it."""
+    pa, da, ca = memory.agent("pa", "PA"), memory.agent("da", "DA"), memory.agent("ca", "CA")
+    pa.write(X, {"v": 1})
+    da.read(X)
+    ca.read(X)
+    pa.write(X, {"v": 2})  # pa owns it in M; da and ca have talked to the directory
+    memory.quiesce()
+    read = da.submit_read(X)
+    deliver(memory, "@driver", "cache:da")
+    deliver(memory, "cache:da", "dir:0")  # Fwd-GetS to pa in flight: S_D
+    write = ca.submit_write(X, {"v": "ca"})
+    deliver(memory, "@driver", "cache:ca")
+    deliver(memory, "cache:ca", "dir:0")  # deferred behind the S_D
+    assert directory(memory).inspect(X)["directory"] == "S_D"
+    sim_of(memory).inject("dir:0", {"t": "crash"})
+    assert read.get(5.0)["value"] == {"v": 2}
+    got = write.get(5.0)
+    assert got["version"] == 3
+    memory.quiesce()
+    assert line(memory)["directory"] == "EM" and line(memory)["owner"] == "ca"
+    assert memory.runtime.lookup("dir:0").ask({"t": "ready"}).get(5.0)["notes"] == []
+    assert da.read(X)["value"] == {"v": "ca"} and pa.read(X)["version"] == 3
+    assert crashes(memory, "dir:0") == 1
+
+
+def test_a_directory_that_crashes_during_a_flush_fails_the_flush_and_forgets_it(memory: MemorySystem) -> None:
+    """A flush's recall opened an S_D line (Fwd-GetS to the owner) when the directory crashed: the
+    flush fails with the crash, the line completes on its own, and the home forgets the flush (it
+    used to keep counting capacity write-downs for it forever)."""
+    pa = memory.agent("pa", "PA")
+    pa.write(X, {"v": 1})
+    memory.quiesce()
+    flush = memory.runtime.lookup("dir:0").ask({"t": "flush", "iris": None})
+    deliver(memory, "@driver", "dir:0")  # the recall: Fwd-GetS to pa in flight
+    assert directory(memory).inspect(X)["directory"] == "S_D"
+    sim_of(memory).inject("dir:0", {"t": "crash"})
+    with pytest.raises(ActorCrashed):
+        flush.get(5.0)
+    memory.quiesce()
+    home = getattr(sim_of(memory).behaviour("dir:0"), "inner", None) or sim_of(memory).behaviour("dir:0")
+    assert home.home._flushing == {}
+    assert line(memory)["directory"] == "S"  # pa's Data came home: the restored S_D completed
+    memory.flush(timeout=5.0)
+    assert memory.durable_version(X) == 1
+
+
 def test_a_directory_crash_with_a_reader_in_is_d_makes_it_a_sharer(memory: MemorySystem) -> None:
     pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
     pa.write(X, {"v": 1})

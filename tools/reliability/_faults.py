@@ -19,10 +19,10 @@ right there — with whatever is in flight staying in flight:
   (found by this harness: seed 1 of the first sweep). See
   ``DirectoryController.reclaim``.
 * ``directory_crash``: a directory shard crashes and rebuilds from a census
-  of the caches, placing copies caught mid-transaction; also during that
-  census (the home keeps what the census held back). Injected only when the
-  shard has no line in S_D (hence no deferred request and no recall
-  waiting): those would die with it.
+  of the caches, placing copies caught mid-transaction; in any state: its
+  lines waiting in S_D (with the requests deferred behind them) and what a
+  census held back are kept beside its home and restored. A recall's asker
+  (a flush) fails with the crash.
 * ``delay``: a channel is held back for a number of deliveries (a slow link).
 * ``process_crash`` (at most once per seed): ``crash_process(quiesce=False)``;
   messages in flight die with the process. Checked against the durability
@@ -63,7 +63,6 @@ from gliding_actors.agent import Agent
 from gliding_actors.clock import VirtualClock
 from gliding_actors.coherence._hosting import cache_name
 from gliding_actors.scenario._ops.coherence import _Truth, _truth
-from gliding_actors.coherence._states import D_SD
 from gliding_actors.config import Config
 from gliding_actors.errors import ActorUnavailable, GlidingError, Timeout
 from gliding_actors.runtime import Simulator
@@ -166,6 +165,8 @@ class _SeedRun:
         self.violations = 0
         self.lost = 0
         self.adopted = 0
+        #: directory crashes that hit a shard mid-transaction (a line in S_D, or its own census)
+        self.directory_mid_transaction = 0
         self.process_crashed = False
         self.failures: list[dict[str, Any]] = []
         #: iri -> version L0 must hold after a process crash (write-through, flushed)
@@ -421,20 +422,12 @@ class _SeedRun:
         self.by_kind["cache_crash"] += 1
 
     def _crash_directory(self) -> None:
-        eligible = []
-        for name in self.system.directories:
-            inner = self._inner(name)
-            snap = inner.controller.snapshot()
-            if snap["recalls"] or any(ln[1] == D_SD or ln[5] for ln in snap["lines"]):
-                continue
-            eligible.append(name)
-        if not eligible:
-            self._skip(
-                "directory_crash: every shard has a line in S_D or a recall waiting (its deferred requests"
-                " and the recall's asker would die with it)"
-            )
-            return
-        self.sim.inject(eligible[self.rng.randrange(len(eligible))], {"t": "crash"})
+        eligible = list(self.system.directories)  # in any state: S_D lines and a census outlive it
+        name = eligible[self.rng.randrange(len(eligible))]
+        controller = self._inner(name).controller
+        if controller.recovering or controller.open_lines():
+            self.directory_mid_transaction += 1
+        self.sim.inject(name, {"t": "crash"})
         self.by_kind["directory_crash"] += 1
 
     def _process_crash(self) -> None:
@@ -566,7 +559,9 @@ def run_faults(
     target), ``skipped_why`` (those by reason: the postponements that
     remain), ``lost_reported`` (lines a directory reported lost and the
     invariants forgave), ``adopted`` (writes whose op failed with the crash but
-    reached home), ``typed_errors``, ``untyped_errors``, ``hung_ops``,
+    reached home), ``directory_crashes_mid_transaction`` (of the directory
+    crashes, those that hit a shard with a line in S_D or in its own
+    census), ``typed_errors``, ``untyped_errors``, ``hung_ops``,
     ``invariant_violations``, ``serve_failures``, ``failures`` (the first
     ``max_failures``, each with ``seed`` and ``step``) and ``log_hash``
     (SHA-256 over every seed's simulator log: same seeds, same hash).
@@ -584,6 +579,7 @@ def run_faults(
         "skipped_why": {},
         "lost_reported": 0,
         "adopted": 0,
+        "directory_crashes_mid_transaction": 0,
         "typed_errors": 0,
         "untyped_errors": 0,
         "hung_ops": 0,
@@ -607,6 +603,7 @@ def run_faults(
         totals["serve_failures"] += int(run.serve_failed)
         totals["lost_reported"] += run.lost
         totals["adopted"] += run.adopted
+        totals["directory_crashes_mid_transaction"] += run.directory_mid_transaction
         totals["skipped_faults"] += run.skipped
         for why, n in run.skipped_why.items():
             totals["skipped_why"][why] = totals["skipped_why"].get(why, 0) + n
