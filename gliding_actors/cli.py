@@ -182,27 +182,22 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _ray_session(runtime: str, address: str | None) -> Iterator[None]:
     """One connection to Ray for every replay of the run (each opens its memory over it).
 
-    Joins ``address``, or starts a one-node cluster on 127.0.0.1 and stops it
-    (by its processes' ids) when the run ends; a process already connected is
-    used as it is.
+    Joins ``address``, or has Ray start a local one-node cluster on 127.0.0.1,
+    stopped when the run ends; a process already connected is used as it is.
     """
     if runtime != "ray":
         yield
         return
-    from gliding_actors.runtime._ray_cluster import LocalRayCluster, connect, import_ray
+    from gliding_actors.runtime._ray_connect import connect, import_ray
 
     if import_ray().is_initialized():
         yield
         return
-    with contextlib.ExitStack() as stack:
-        target: LocalRayCluster | str
-        if address is not None:
-            target = address
-        else:
-            target = stack.enter_context(LocalRayCluster(nodes=1))
-        connection = connect(target)
-        stack.callback(connection.close)
+    connection = connect(address)
+    try:
         yield
+    finally:
+        connection.close()
 
 
 def _record_file(path: str | None) -> contextlib.AbstractContextManager[IO[str] | None]:

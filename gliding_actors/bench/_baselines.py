@@ -43,7 +43,7 @@ def raw_ray_echo(placement: str | None = None) -> tuple[Callable[[Any], Any], Ca
     """A plain Ray actor answering a method call (Ray already initialised);
     return (blocking call, stop). The floor under any actor on Ray."""
     from gliding_actors.runtime._ray import node_affinity
-    from gliding_actors.runtime._ray_cluster import import_ray
+    from gliding_actors.runtime._ray_connect import import_ray
 
     ray = import_ray()
     options: dict[str, Any] = {"num_cpus": 0}

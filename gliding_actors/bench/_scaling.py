@@ -193,11 +193,12 @@ def run(quick: bool = False, *, address: str | None = None) -> dict[str, Any]:
 
 
 def _on_ray(address: str | None, agents: int, spec: WorkloadSpec, rounds: int, root: str) -> dict[str, Any]:
+    from gliding_actors.bench._tools import import_tool
     from gliding_actors.runtime._ray import RayRuntime
-    from gliding_actors.runtime._ray_cluster import LocalRayCluster
 
     out: dict[str, Any] = {}
-    cluster = LocalRayCluster(nodes=2) if address is None else None
+    # without an address: two nodes on loopback, from the checkout's tools/ (a test rig)
+    cluster = import_tool("ray_cluster").LocalRayCluster(nodes=2) if address is None else None
     try:
         if cluster is not None:
             cluster.__enter__()

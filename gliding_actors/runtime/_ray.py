@@ -51,7 +51,7 @@ from gliding_actors.runtime._interface import (
     Behaviour,
     Message,
 )
-from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection, connect, import_ray
+from gliding_actors.runtime._ray_connect import RayConnection, connect, import_ray
 from gliding_actors.runtime._ray_driver import DriverHost, Relay
 from gliding_actors.runtime._ray_wire import (
     DRIVER_PREFIX,
@@ -246,10 +246,10 @@ class RayRuntime(BackendBase):
 
     ``address`` (``"host:port"`` of a cluster's GCS) joins that cluster as a
     driver pinned to ``node_ip``, so Ray never swaps a loopback address for the
-    machine's external one (see :mod:`gliding_actors.runtime._ray_cluster`);
-    without it a one-node :class:`LocalRayCluster` on 127.0.0.1 is started and
-    stopped with the runtime. A process already connected to Ray (e.g. by
-    :func:`~gliding_actors.runtime._ray_cluster.connect`) is used as it is.
+    machine's external one (see :mod:`gliding_actors.runtime._ray_connect`);
+    without it Ray starts a local one-node cluster on ``node_ip`` (its own
+    local start), stopped with the runtime. A process already connected to Ray
+    (e.g. by :func:`~gliding_actors.runtime._ray_connect.connect`) is used as it is.
     ``namespace`` scopes actor names (two systems on one cluster do not see
     each other's actors). ``placement`` of :meth:`spawn` names the Ray node an
     actor runs on. Every ``monitor_s`` seconds a thread asks each actor for its
@@ -278,18 +278,9 @@ class RayRuntime(BackendBase):
         self._spawn_timeout_s = spawn_timeout_s
         self._namespace = namespace or f"gliding-{uuid.uuid4().hex[:12]}"
         self._sender = f"{DRIVER_PREFIX}{uuid.uuid4().hex}"
-        self._cluster: LocalRayCluster | None = None
         self._connection: RayConnection | None = None
         if not ray.is_initialized():
-            if address is None:
-                self._cluster = LocalRayCluster(nodes=1, host=node_ip).start()
-            try:
-                target: LocalRayCluster | str = self._cluster if self._cluster is not None else str(address)
-                self._connection = connect(target, namespace=self._namespace, host=node_ip)
-            except BaseException:
-                if self._cluster is not None:
-                    self._cluster.stop()
-                raise
+            self._connection = connect(address, namespace=self._namespace, host=node_ip)
         self._handles: dict[str, Any] = {}
         #: actors hosted in this process (placement="driver"), by name
         self._local: dict[str, DriverHost] = {}
@@ -562,9 +553,7 @@ class RayRuntime(BackendBase):
         for name in names:
             self.stop(name)
         if self._connection is not None:
-            self._connection.close()
-        if self._cluster is not None:
-            self._cluster.stop()
+            self._connection.close()  # also stops a local cluster Ray started for it
 
     def node_ids(self) -> list[str]:
         """The cluster's live node ids (for ``spawn(..., placement=...)``)."""

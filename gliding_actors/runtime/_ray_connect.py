@@ -1,73 +1,98 @@
-"""A real multi-node Ray cluster on loopback, started and stopped by process id.
+"""Joining Ray as a driver, on loopback when asked: :func:`connect`, :func:`import_ray`.
 
-The Ray tests, ``bench scaling`` and ``replay --runtime ray`` without an
-address need Ray nodes on this machine that talk only over addresses we chose. Four things in Ray 2.60 stand in the way, and this module
-is the answer to each:
+``connect(address)`` joins a running cluster; ``connect(None)`` has Ray start
+a local one-node cluster in this process's session (``ray.init``'s own local
+start) and stop it on :meth:`RayConnection.close`. Either way the driver keeps
+the address it is given, because three things in Ray 2.60 would otherwise
+leave loopback:
 
-* **Ray rewrites 127.0.0.1.** On Linux ``ray start --node-ip-address=127.0.0.1``
-  and ``ray.init(address="127.0.0.1:PORT")`` both pass the address through
+* **Ray rewrites 127.0.0.1.** ``ray.init(address="127.0.0.1:PORT")`` and
+  ``_node_ip_address="127.0.0.1"`` pass through
   ``ray._private.services.resolve_ip_for_localhost``, which swaps a loopback
   address for the machine's external one (deliberately: a loopback address is
-  useless to a *remote* node). Everything downstream then binds or connects
-  there, and the gRPC servers of the GCS, raylet and dashboard agent listen on
-  *every* interface, because they bind to 127.0.0.1 only when the node IP is
-  exactly 127.0.0.1. So each node runs Ray's own ``ray start`` command
-  (``ray.scripts.scripts.main``) in a Python process that first makes that one
-  function the identity (:data:`NODE_LAUNCHER`), and the driver does the same
-  (:func:`pin_loopback`). With that, every listener of both nodes and the
-  driver is on 127.0.0.1 (``ss`` shows it; ``tests/ray/test_cluster.py`` checks with
-  ``tests/ray/loopback_audit.py``).
+  useless to a *remote* node), and the GCS, raylet and agents then listen on
+  every interface. :func:`pin_loopback` makes that one function the identity
+  while this process is a driver.
 * **Ray looks outside by itself.** Its processes learn their own address by
-  routing a UDP socket to 8.8.8.8, and the dashboard asks the cloud metadata
-  service (169.254.169.254, after a DNS query) which cloud it is on, even with
-  usage stats off. Ray's own ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` ends the
-  first, a dead loopback HTTP proxy the second (:data:`~._ray_node.NO_OUTSIDE_HTTP_ENV`).
-  What remains is a raylet's check that a worker port is free, a bind to
-  0.0.0.0 closed at once without listening (hard-wired, no flag).
-* **Ray picks ports.** Every port ``ray start`` accepts is pinned, from one
-  block of free ports below the kernel's ephemeral range (so an outgoing
-  connection cannot take one between our check and Ray's bind); the two fixed
-  metrics ports Ray has no flag for (autoscaler 44217, dashboard 44227) are
-  pinned by their environment variables, so two clusters never collide.
-* **``ray stop`` ends every Ray process on the machine**, including other
-  people's. Each node is started with ``start_new_session=True``; every process
-  in that session or below the node's process in the /proc tree is recorded
-  with its start time (so a recycled pid is never mistaken for ours), and only
-  those are signalled: children before parents, then SIGKILL for what is left.
-  The process we start is a child subreaper that reaps every orphan of its
-  node, so a stopped cluster leaves not even a zombie.
+  routing a UDP socket to 8.8.8.8 unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``
+  is 0, and the dashboard asks the cloud metadata service which cloud it is
+  on. A local start runs with that variable at 0, no dashboard, and plain
+  HTTP to anything but loopback sent to a closed local port
+  (:data:`NO_OUTSIDE_HTTP_ENV`), set only while Ray starts its processes.
+* **Usage stats and auth** are off for the session.
 
-The harness is for tests and ``bench scaling``; ``RayRuntime`` connects to the
-:attr:`LocalRayCluster.address` it exposes. Ray is imported lazily: without it
-:func:`import_ray` says exactly what to install. Split by job (:mod:`._ray_node`,
-:mod:`._ray_ports`, :mod:`._ray_harness`); imported from here, where the driver side is.
+A cluster of several nodes on one machine (the Ray tests, ``bench scaling``)
+is a test rig, not part of the package: ``tools/ray_cluster`` in a checkout
+starts one on 127.0.0.1 and stops it by process id; join it by its address.
+Ray is imported lazily: without it :func:`import_ray` says exactly what to
+install.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import threading
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Self
 
 from gliding_actors.errors import InvalidInput, show
-from gliding_actors.runtime._ray_harness import LocalRayCluster
-from gliding_actors.runtime._ray_node import INSTALL_HINT, NODE_LAUNCHER, import_ray
-from gliding_actors.runtime._ray_ports import NodePorts, ray_client_installed
 
 __all__ = [
     "INSTALL_HINT",
-    "NODE_LAUNCHER",
-    "LocalRayCluster",
-    "NodePorts",
+    "NO_OUTSIDE_HTTP_ENV",
     "RayConnection",
     "connect",
     "import_ray",
     "pin_loopback",
-    "ray_client_installed",
     "unpin_loopback",
 ]
+
+INSTALL_HINT = "pip install 'gliding-actors[ray]'"
+
+#: Ray's dashboard asks the cloud metadata service (169.254.169.254, and DNS for
+#: metadata.google.internal) which cloud it runs on even with usage stats off.
+#: Every plain-HTTP request Ray makes to a host that is not loopback goes to
+#: this proxy instead: a closed port on 127.0.0.1, refused at once. Loopback
+#: (Ray's own agents) is exempt, and gRPC is told to ignore the proxy.
+NO_OUTSIDE_HTTP_ENV = {
+    "http_proxy": "http://127.0.0.1:9",
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "https_proxy": "http://127.0.0.1:9",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "no_proxy": "127.0.0.1,localhost,::1",
+    "NO_PROXY": "127.0.0.1,localhost,::1",
+    "grpc_proxy": "",
+    "no_grpc_proxy": "*",
+}
+#: what a local start's processes inherit: each takes the node address it is given
+_LOCAL_START_ENV = {**NO_OUTSIDE_HTTP_ENV, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+def import_ray() -> Any:
+    """Ray, or :class:`InvalidInput` saying exactly what to install."""
+    try:
+        # through importlib: typed Any, so the package type-checks with or without the extra
+        return importlib.import_module("ray")
+    except ImportError as exc:
+        raise InvalidInput(f"a Ray cluster needs Ray: {INSTALL_HINT}") from exc
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in ``os.environ`` for the block (what Ray's processes inherit), then as before."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
 
 
 # --------------------------------------------------------------------------- driver
@@ -165,26 +190,23 @@ class RayConnection:
 
 
 def connect(
-    cluster: LocalRayCluster | str,
+    address: str | None,
     *,
     namespace: str = "gliding",
     host: str = "127.0.0.1",
     **init_options: Any,
 ) -> RayConnection:
-    """Connect this process to ``cluster`` (or a ``host:port`` address) as a driver.
+    """Connect this process to the cluster at ``address`` (``host:port``) as a driver.
 
-    The driver's own address is pinned to ``host`` (the cluster's host when a
-    :class:`LocalRayCluster` is given), no dashboard, no worker logs streamed to
+    ``address`` None starts a local one-node cluster (Ray's own local start,
+    on ``host``), which :meth:`RayConnection.close` stops. The driver's own
+    address is pinned to ``host``, no dashboard, no worker logs streamed to
     this process; ``init_options`` are passed on to ``ray.init``. Refuses when
     this process is already a Ray driver (one connection per process).
     """
     ray = import_ray()
-    if isinstance(cluster, LocalRayCluster):
-        address, host = cluster.address, cluster.host
-    elif isinstance(cluster, str) and cluster:
-        address = cluster
-    else:
-        raise InvalidInput(f"connect takes a LocalRayCluster or an address, not {show(cluster)}")
+    if address is not None and not (isinstance(address, str) and address):
+        raise InvalidInput(f"connect takes a cluster address 'host:port' or None, not {show(address)}")
     if ray.is_initialized():
         raise InvalidInput("this process is already connected to Ray: close that connection first")
     env = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -194,7 +216,7 @@ def connect(
         for key in added:
             os.environ[key] = env[key]
         options: dict[str, Any] = {
-            "address": address,
+            "address": "local" if address is None else address,  # local: a new cluster, never someone else's
             "_node_ip_address": host,
             "namespace": namespace,
             "include_dashboard": False,
@@ -202,10 +224,11 @@ def connect(
             "configure_logging": False,
         }
         options.update(init_options)
-        ray.init(**options)
+        with _environment(_LOCAL_START_ENV if address is None else {}):
+            ray.init(**options)
     except BaseException:
         for key in added:
             os.environ.pop(key, None)
         unpin_loopback()
         raise
-    return RayConnection(ray, address, namespace, added)
+    return RayConnection(ray, address or "local", namespace, added)

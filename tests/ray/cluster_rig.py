@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import signal
 
-from gliding_actors.runtime._ray_harness import LocalRayCluster
-from gliding_actors.runtime._ray_node import _running
+from tools.ray_cluster import LocalRayCluster
+from tools.ray_cluster._node import _running
 
 __all__ = ["RigCluster"]
 

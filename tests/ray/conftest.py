@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from cluster_rig import RigCluster
 
-from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection, connect
+from gliding_actors.runtime._ray_connect import RayConnection, connect
+from tools.ray_cluster import LocalRayCluster
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def ray_cluster() -> Iterator[LocalRayCluster]:
 @pytest.fixture(scope="module")
 def ray_driver(ray_cluster: LocalRayCluster) -> Iterator[RayConnection]:
     """This test process connected to ``ray_cluster`` as its Ray driver."""
-    conn = connect(ray_cluster, namespace="tests-ray")
+    conn = connect(ray_cluster.address, host=ray_cluster.host, namespace="tests-ray")
     try:
         yield conn
     finally:

@@ -23,13 +23,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from loopback_audit import _proc_sockets, foreign_in, foreign_sockets, parse_proc_net, parse_ss
 
 from gliding_actors.errors import ActorUnavailable, InvalidInput
-from gliding_actors.runtime import _ray_cluster as rc
-from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection
-from gliding_actors.runtime._ray_node import _all_pids, _proc_stat
-from gliding_actors.runtime._ray_ports import _plan_ports
-from loopback_audit import _proc_sockets, foreign_in, foreign_sockets, parse_proc_net, parse_ss
+from gliding_actors.runtime import _ray_connect as rc
+from gliding_actors.runtime._ray_connect import RayConnection
+from tools.ray_cluster import LocalRayCluster
+from tools.ray_cluster._node import _all_pids, _proc_stat
+from tools.ray_cluster._ports import _plan_ports
 
 # --------------------------------------------------------------- socket parsers
 

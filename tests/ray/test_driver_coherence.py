@@ -19,14 +19,15 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from loopback_audit import foreign_sockets
+
 from gliding_actors.coherence._cache import CacheController
 from gliding_actors.coherence._distributed import ShardRecipe
 from gliding_actors.coherence._hosting import CacheActor, SnapshotBoard, cache_name, unpack_value
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.runtime import IN_DRIVER
 from gliding_actors.runtime._ray import RayRuntime
-from gliding_actors.runtime._ray_cluster import LocalRayCluster
-from loopback_audit import foreign_sockets
+from tools.ray_cluster import LocalRayCluster
 
 pytestmark = pytest.mark.ray
 

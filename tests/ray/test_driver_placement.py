@@ -19,13 +19,14 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from loopback_audit import foreign_sockets
+
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import ActorUnavailable, ConflictError, InvalidInput
 from gliding_actors.runtime import DRIVER_ONLY, IN_DRIVER, RUNTIME_SENDER, Context
 from gliding_actors.runtime._ray import RayRuntime, decode_reply
-from gliding_actors.runtime._ray_cluster import LocalRayCluster
-from loopback_audit import foreign_sockets
 from gliding_actors.runtime._ray_wire import pack
+from tools.ray_cluster import LocalRayCluster
 
 pytestmark = pytest.mark.ray
 

@@ -22,14 +22,16 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from loopback_audit import foreign_sockets
+
 from gliding_actors import MemorySystem
 from gliding_actors.cli import main
 from gliding_actors.clock import SystemClock
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.l0 import L0Store
 from gliding_actors.runtime._ray import RayRuntime
-from gliding_actors.runtime._ray_cluster import LocalRayCluster, RayConnection
-from loopback_audit import foreign_sockets
+from gliding_actors.runtime._ray_connect import RayConnection
+from tools.ray_cluster import LocalRayCluster
 
 pytestmark = pytest.mark.ray
 

@@ -30,7 +30,7 @@ from gliding_actors.coherence._hosting import cache_name
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.errors import ActorUnavailable
 from gliding_actors.runtime._ray import RayRuntime
-from gliding_actors.runtime._ray_cluster import LocalRayCluster
+from tools.ray_cluster import LocalRayCluster
 
 pytestmark = pytest.mark.ray
 

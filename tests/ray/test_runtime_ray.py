@@ -19,6 +19,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from loopback_audit import foreign_sockets
+
 from gliding_actors.errors import (
     ActorCrashed,
     ActorUnavailable,
@@ -28,8 +30,7 @@ from gliding_actors.errors import (
 )
 from gliding_actors.runtime import DEFERRED, IN_DRIVER, Context, create_runtime
 from gliding_actors.runtime._ray import RayRuntime, decode_reply, encode_reply
-from gliding_actors.runtime._ray_cluster import LocalRayCluster
-from loopback_audit import foreign_sockets
+from tools.ray_cluster import LocalRayCluster
 
 pytestmark = pytest.mark.ray
 
@@ -295,16 +296,37 @@ rt = RayRuntime(ask_timeout_s=60.0)
 ray.cloudpickle.register_pickle_by_value(contract)
 ref = rt.spawn("counter", contract.Counter)
 answer = ref.ask({"t": "add", "n": 41}).get(60) + 1
-cluster_pids = rt._cluster.pids()
-foreign = foreign_sockets(cluster_pids)
+def below(pid):
+    kids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if int(open(f"/proc/{name}/stat").read().split(")")[-1].split()[1]) == pid:
+                    kids += [int(name), *below(int(name))]
+            except (OSError, ValueError, IndexError):
+                pass
+    return kids
+cluster_pids = below(os.getpid())  # the processes Ray's local start made for this driver
+foreign = foreign_sockets([os.getpid(), *cluster_pids])
 rt.shutdown()
-alive = [pid for pid in cluster_pids if os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] not in "ZX"]
+import time
+def running(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] not in "ZX"
+    except OSError:
+        return False
+deadline = time.monotonic() + 30
+while any(running(pid) for pid in cluster_pids) and time.monotonic() < deadline:
+    time.sleep(0.1)
+alive = [pid for pid in cluster_pids if running(pid)]
 print(json.dumps({"before": ray_started, "answer": answer, "nodes": len(cluster_pids) > 0, "foreign": foreign, "alive": alive}))
 """
 
 
 def test_without_an_address_the_runtime_starts_and_stops_its_own_loopback_cluster() -> None:
-    """One driver per process: this runs in a fresh interpreter, as a user's script would."""
+    """One driver per process: this runs in a fresh interpreter, as a user's script would. Ray's own
+    local start makes the cluster; every socket of the driver and of what it started is on loopback,
+    and no process of it is left after the runtime shuts down."""
     import json
     import subprocess
 

@@ -1,5 +1,5 @@
 """The :class:`LocalRayCluster` object: it starts the nodes, waits until Ray lists them
-alive, and stops exactly the processes it owns. Overview: :mod:`._ray_cluster`."""
+alive, and stops exactly the processes it owns. Overview: :mod:`tools.ray_cluster`."""
 
 from __future__ import annotations
 
@@ -24,16 +24,9 @@ from typing import Self
 
 from gliding_actors.clock import Clock, SystemClock
 from gliding_actors.errors import ActorUnavailable, InvalidInput, Timeout, show
-from gliding_actors.runtime._ray_node import (
-    NO_OUTSIDE_HTTP_ENV,
-    NODE_HEALTH_ENV,
-    NODE_LAUNCHER,
-    _all_pids,
-    _proc_stat,
-    _running,
-    import_ray,
-)
-from gliding_actors.runtime._ray_ports import (
+from gliding_actors.runtime._ray_connect import NO_OUTSIDE_HTTP_ENV, import_ray
+from tools.ray_cluster._node import NODE_HEALTH_ENV, NODE_LAUNCHER, _all_pids, _proc_stat, _running
+from tools.ray_cluster._ports import (
     _HEAD_EXTRA_PORTS,
     _NODE_FIXED_PORTS,
     NodePorts,
@@ -82,7 +75,7 @@ class LocalRayCluster:
     Use as a context manager (or :meth:`start` / :meth:`stop`)::
 
         with LocalRayCluster(nodes=2) as cluster:
-            with connect(cluster, namespace="test"):
+            with connect(cluster.address, host=cluster.host, namespace="test"):
                 ...  # ray.remote actors, pinned with NodeAffinitySchedulingStrategy
 
     ``temp_dir`` is where the private directory is made (default ``/tmp``:

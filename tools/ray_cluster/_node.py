@@ -1,18 +1,12 @@
 """A Ray node as processes: the program and environment it starts with (why: see
-:mod:`._ray_cluster`), /proc reads telling which processes run, and :func:`import_ray`."""
+:mod:`tools.ray_cluster`), and /proc reads telling which processes run."""
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
-from typing import Any
 
-from gliding_actors.errors import InvalidInput
-
-__all__ = ["INSTALL_HINT", "NODE_HEALTH_ENV", "NODE_LAUNCHER", "NO_OUTSIDE_HTTP_ENV", "import_ray"]
-
-INSTALL_HINT = "pip install 'gliding-actors[ray]'"
+__all__ = ["NODE_HEALTH_ENV", "NODE_LAUNCHER"]
 
 #: the Python program each node runs. It forks: the child is Ray's own ``ray
 #: start``, told to keep the node address it is given (``resolve_ip_for_localhost``
@@ -74,21 +68,6 @@ while True:
 sys.exit(code if code >= 0 else 128 - code)
 """
 
-#: Ray's dashboard asks the cloud metadata service (169.254.169.254, and DNS for
-#: metadata.google.internal) which cloud it runs on even with usage stats off.
-#: Every plain-HTTP request Ray makes to a host that is not loopback goes to
-#: this proxy instead: a closed port on 127.0.0.1, refused at once. Loopback
-#: (Ray's own agents) is exempt, and gRPC is told to ignore the proxy.
-NO_OUTSIDE_HTTP_ENV = {
-    "http_proxy": "http://127.0.0.1:9",
-    "HTTP_PROXY": "http://127.0.0.1:9",
-    "https_proxy": "http://127.0.0.1:9",
-    "HTTPS_PROXY": "http://127.0.0.1:9",
-    "no_proxy": "127.0.0.1,localhost,::1",
-    "NO_PROXY": "127.0.0.1,localhost,::1",
-    "grpc_proxy": "",
-    "no_grpc_proxy": "*",
-}
 #: the GCS asks each raylet every second and calls it dead after 5 misses: a
 #: killed node is reported dead in ~5 s instead of Ray's ~15 s; a slow answer
 #: (a busy machine) still has 5 s before it counts as a miss
@@ -97,15 +76,6 @@ NODE_HEALTH_ENV = {
     "RAY_health_check_timeout_ms": "5000",
     "RAY_health_check_failure_threshold": "5",
 }
-
-
-def import_ray() -> Any:
-    """Ray, or :class:`InvalidInput` saying exactly what to install."""
-    try:
-        # through importlib: typed Any, so the package type-checks with or without the extra
-        return importlib.import_module("ray")
-    except ImportError as exc:
-        raise InvalidInput(f"a Ray cluster needs Ray: {INSTALL_HINT}") from exc
 
 
 def _proc_stat(pid: int) -> tuple[str, int, int, int, int] | None:
