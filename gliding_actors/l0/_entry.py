@@ -173,38 +173,31 @@ def pack_tombstone(version: int, deleted_at: float) -> bytes:
     return packed
 
 
-def decode_tombstone(key: bytes, raw: bytes) -> tuple[int, float]:
-    """``(version, deleted_at)`` from a tombstone's value."""
+def _decode_pair(key: bytes, raw: bytes, what: str, shape: str, least: int) -> tuple[int, float]:
+    """``[int >= least, float]`` from a small record's value; else CorruptRecord naming ``what``."""
     try:
         value = _unpackb(raw)
     except Exception as exc:  # msgpack raises several unrelated types
-        raise CorruptRecord(f"L0 tombstone {key!r} does not decode: {exc}") from exc
+        raise CorruptRecord(f"L0 {what} {key!r} does not decode: {exc}") from exc
     if (
         type(value) is not list
         or len(value) != 2
         or type(value[0]) is not int
-        or value[0] < 1
+        or value[0] < least
         or type(value[1]) is not float
     ):
-        raise CorruptRecord(f"L0 tombstone {key!r} is not [version, deleted_at]: {value!r}")
+        raise CorruptRecord(f"L0 {what} {key!r} is not {shape}: {value!r}")
     return value[0], value[1]
+
+
+def decode_tombstone(key: bytes, raw: bytes) -> tuple[int, float]:
+    """``(version, deleted_at)`` from a tombstone's value."""
+    return _decode_pair(key, raw, "tombstone", "[version, deleted_at]", 1)
 
 
 def decode_access(key: bytes, raw: bytes) -> tuple[int, float]:
     """``(access_count, last_accessed)`` from an access key's value."""
-    try:
-        value = _unpackb(raw)
-    except Exception as exc:  # msgpack raises several unrelated types
-        raise CorruptRecord(f"L0 access record {key!r} does not decode: {exc}") from exc
-    if (
-        type(value) is not list
-        or len(value) != 2
-        or type(value[0]) is not int
-        or value[0] < 0
-        or type(value[1]) is not float
-    ):
-        raise CorruptRecord(f"L0 access record {key!r} is not [count, last_accessed]: {value!r}")
-    return value[0], value[1]
+    return _decode_pair(key, raw, "access record", "[count, last_accessed]", 0)
 
 
 def decode_record(
