@@ -48,7 +48,6 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from types import TracebackType
 from typing import Any, Self
 
 from gliding_actors.errors import InvalidInput, show
@@ -143,12 +142,7 @@ class RayConnection:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.close()
 
     def close(self) -> None:
