@@ -188,10 +188,6 @@ class Agent(CoordinationOps):
         """Just the value of :meth:`read` (None when absent)."""
         return self.read(iri, timeout=timeout)["value"]
 
-    def _check_jsonld(self, iri: str, value: dict[str, Any]) -> None:
-        """Refuse a value the graph could not hold, or one describing another node, before it enters the protocol."""
-        self._system.graph.check_value(iri, value)
-
     # -- permissions: a fast path here, before anything is sent; the cache decides --
     def _require(self, action: str, graph: str, iri: str) -> None:
         if not self._system.permissions.allowed(self._role, graph, action):
@@ -255,7 +251,8 @@ class Agent(CoordinationOps):
         checked_value = check_object(value, "a line's value")
         check_storable(checked_iri, checked_value, self._system.config.l0.max_node_bytes)
         checked_graph = check_graph(graph)
-        self._check_jsonld(checked_iri, checked_value)
+        # a value the graph could not hold, or one describing another node, is refused before the protocol
+        self._system.graph.check_value(checked_iri, checked_value)
         # The fast path: refuse now what the registry already shows is refused.
         # The cache judges the write again on the version it overwrites, and a
         # write naming no graph stays in the graph the line is in at that moment.

@@ -539,7 +539,7 @@ class LockManager:
         return lease
 
     def _pump(self, resource: str) -> None:
-        """Grant queued requests on ``resource`` from the head while they fit (strict FIFO), then tidy it."""
+        """Grant queued requests on ``resource`` from the head while they fit (strict FIFO), then drop its empty entries."""
         queue = self._queues.get(resource)
         while queue and self._fits(resource, queue[0].agent, queue[0].mode):
             wait = queue.popleft()
@@ -548,17 +548,14 @@ class LockManager:
             self._outbox["granted"].append(
                 Grant(wait.wait_id, wait.agent, resource, lease.mode, lease.token, lease.expires_at)
             )
-        self._tidy(resource)
-
-    def _drop_wait(self, wait: Wait) -> None:
-        del self._waits[wait.wait_id]
-        self._queues[wait.resource].remove(wait)
-
-    def _tidy(self, resource: str) -> None:
         if resource in self._holds and not self._holds[resource]:
             del self._holds[resource]
         if resource in self._queues and not self._queues[resource]:
             del self._queues[resource]
+
+    def _drop_wait(self, wait: Wait) -> None:
+        del self._waits[wait.wait_id]
+        self._queues[wait.resource].remove(wait)
 
     def _take(self) -> Effects:
         effects = Effects(**{name: tuple(out) for name, out in self._outbox.items()})
