@@ -486,9 +486,7 @@ class LockManager:
 
     def _advance(self, now: float) -> None:
         """Apply every lease expiry and wait time-out due by ``now``, in time order."""
-        if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
-            raise InvalidInput(f"now must be a finite number of seconds, not {show(now)}")
-        now = float(now)
+        now = _check_now(now)
         if self._now is not None and now < self._now:
             now = self._now
         while True:
@@ -645,6 +643,12 @@ def _check_agent(agent: object) -> None:
 
 def _check_resource(resource: object) -> None:
     _check_label(resource, "a lock resource")
+
+
+def _check_now(now: object) -> float:
+    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
+        raise InvalidInput(f"now must be a finite number of seconds, not {show(now)}")
+    return float(now)
 
 
 def _check_mode(mode: object) -> None:
