@@ -487,9 +487,7 @@ class Agent(CoordinationOps):
         valid cached view answers at once, without a message; otherwise the
         dirty lines are recalled and a worker computes it.
         """
-        if query is not None:  # a semantic projection: the frame and a hybrid search, merged
-            return Call(self._system.l3.submit(self._role, frame, task, max_tokens, query=query), same, timeout)
-        return Call(self._system.l3.submit(self._role, frame, task, max_tokens), same, timeout)
+        return Call(self._system.l3.submit(self._role, frame, task, max_tokens, query=query), same, timeout)
 
     submit_project = project.submit
 
