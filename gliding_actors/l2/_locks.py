@@ -101,6 +101,8 @@ def modes_compatible(a: str, b: str) -> bool:
 
 
 class _Record:
+    """The plain records below (dataclasses) as dicts; the annotation tells mypy they are dataclasses."""
+
     __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     def to_dict(self) -> dict[str, Any]:
