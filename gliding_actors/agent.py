@@ -188,10 +188,6 @@ class Agent(CoordinationOps):
         """Just the value of :meth:`read` (None when absent)."""
         return self.read(iri, timeout=timeout)["value"]
 
-    def _check_jsonld(self, iri: str, value: dict[str, Any]) -> None:
-        """Refuse a value the graph could not hold, or one describing another node, before it enters the protocol."""
-        self._system.graph.check_value(iri, value)
-
     # -- permissions: a fast path here, before anything is sent; the cache decides --
     def _require(self, action: str, graph: str, iri: str) -> None:
         if not self._system.permissions.allowed(self._role, graph, action):
@@ -246,27 +242,30 @@ class Agent(CoordinationOps):
         future.add_done_callback(on_done)
         return MappedFuture(future, note)
 
-    def _write_request(
-        self, kind: str, iri: str, value: dict[str, Any], tags: Iterable[str] | None, graph: str | None
-    ) -> dict[str, Any]:
-        """Validate a write once (IRI, JSON object, JSON-LD, tags, graph, permission)
-        and build the cache request; raises before anything is sent."""
+    def _send_write(
+        self, kind: str, iri: str, value: dict[str, Any], tags: Iterable[str] | None, graph: str | None, **extra: Any
+    ) -> Future[Any]:
+        """Validate a write once (IRI, JSON object, JSON-LD, tags, graph, permission), then
+        send it to the cache, recording where the line lands; raises before anything is sent."""
         checked_iri = check_iri(iri)
         checked_value = check_object(value, "a line's value")
         check_storable(checked_iri, checked_value, self._system.config.l0.max_node_bytes)
         checked_graph = check_graph(graph)
-        self._check_jsonld(checked_iri, checked_value)
+        # a value the graph could not hold, or one describing another node, is refused before the protocol
+        self._system.graph.check_value(checked_iri, checked_value)
         # The fast path: refuse now what the registry already shows is refused.
         # The cache judges the write again on the version it overwrites, and a
         # write naming no graph stays in the graph the line is in at that moment.
         self._check_may_write(checked_iri, checked_graph)
-        return {
+        request = {
             "t": kind,
             "iri": checked_iri,
             "value": checked_value,
             "tags": check_tags(tags),
             "graph": checked_graph,
+            **extra,
         }
+        return self._recording(checked_iri, self._line_op(checked_iri, request), checked_graph)
 
     @operation
     def write(
@@ -283,9 +282,7 @@ class Agent(CoordinationOps):
         A write carrying a critical tag (config ``coherence.critical_tags``) is
         write-through: it completes only after L2 and L0 hold it durably.
         """
-        request = self._write_request("store", iri, value, tags, graph)
-        sent = self._recording(request["iri"], self._line_op(request["iri"], request), request["graph"])
-        return Call(sent, same, timeout)
+        return Call(self._send_write("store", iri, value, tags, graph), same, timeout)
 
     submit_write = write.submit
 
@@ -303,10 +300,7 @@ class Agent(CoordinationOps):
         """Write only if the line is still at ``version``; ``ConflictError`` otherwise."""
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise InvalidInput(f"cas: version is an integer >= 0, not {show(version)}")
-        request = self._write_request("cas", iri, value, tags, graph)
-        request["version"] = version
-        sent = self._recording(request["iri"], self._line_op(request["iri"], request), request["graph"])
-        return Call(sent, same, timeout)
+        return Call(self._send_write("cas", iri, value, tags, graph, version=version), same, timeout)
 
     submit_cas = cas.submit
 
@@ -493,9 +487,7 @@ class Agent(CoordinationOps):
         valid cached view answers at once, without a message; otherwise the
         dirty lines are recalled and a worker computes it.
         """
-        if query is not None:  # a semantic projection: the frame and a hybrid search, merged
-            return Call(self._system.l3.submit(self._role, frame, task, max_tokens, query=query), same, timeout)
-        return Call(self._system.l3.submit(self._role, frame, task, max_tokens), same, timeout)
+        return Call(self._system.l3.submit(self._role, frame, task, max_tokens, query=query), same, timeout)
 
     submit_project = project.submit
 

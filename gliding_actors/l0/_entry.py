@@ -173,38 +173,31 @@ def pack_tombstone(version: int, deleted_at: float) -> bytes:
     return packed
 
 
-def decode_tombstone(key: bytes, raw: bytes) -> tuple[int, float]:
-    """``(version, deleted_at)`` from a tombstone's value."""
+def _decode_pair(key: bytes, raw: bytes, what: str, shape: str, least: int) -> tuple[int, float]:
+    """``[int >= least, float]`` from a small record's value; else CorruptRecord naming ``what``."""
     try:
         value = _unpackb(raw)
     except Exception as exc:  # msgpack raises several unrelated types
-        raise CorruptRecord(f"L0 tombstone {key!r} does not decode: {exc}") from exc
+        raise CorruptRecord(f"L0 {what} {key!r} does not decode: {exc}") from exc
     if (
         type(value) is not list
         or len(value) != 2
         or type(value[0]) is not int
-        or value[0] < 1
+        or value[0] < least
         or type(value[1]) is not float
     ):
-        raise CorruptRecord(f"L0 tombstone {key!r} is not [version, deleted_at]: {value!r}")
+        raise CorruptRecord(f"L0 {what} {key!r} is not {shape}: {value!r}")
     return value[0], value[1]
+
+
+def decode_tombstone(key: bytes, raw: bytes) -> tuple[int, float]:
+    """``(version, deleted_at)`` from a tombstone's value."""
+    return _decode_pair(key, raw, "tombstone", "[version, deleted_at]", 1)
 
 
 def decode_access(key: bytes, raw: bytes) -> tuple[int, float]:
     """``(access_count, last_accessed)`` from an access key's value."""
-    try:
-        value = _unpackb(raw)
-    except Exception as exc:  # msgpack raises several unrelated types
-        raise CorruptRecord(f"L0 access record {key!r} does not decode: {exc}") from exc
-    if (
-        type(value) is not list
-        or len(value) != 2
-        or type(value[0]) is not int
-        or value[0] < 0
-        or type(value[1]) is not float
-    ):
-        raise CorruptRecord(f"L0 access record {key!r} is not [count, last_accessed]: {value!r}")
-    return value[0], value[1]
+    return _decode_pair(key, raw, "access record", "[count, last_accessed]", 0)
 
 
 def decode_record(
@@ -261,48 +254,30 @@ def entry_from_fields(arr: list[Any]) -> L0Entry:
 def check_record_fields(arr: list[Any]) -> str | None:
     """Full type check of decoded fields; the problem, or None. Used by verify()
     (reads check only the shape, to stay cheap)."""
-    (
-        _,
-        content,
-        importance,
-        tags,
-        graph,
-        typs,
-        _ctx,
-        metadata,
-        version,
-        vector_id,
-        mesi,
-        created_at,
-        updated_at,
-        content_hash,
-        content_size,
-        _access_count,
-        _last_accessed,
-    ) = arr
-    if type(content) is not dict:
+    e = L0Entry._make(arr)
+    if type(e.content) is not dict:
         return "content is not an object"
-    if type(importance) is not float or not 0.0 <= importance <= 1.0:
-        return f"importance {importance!r} is not a float in [0, 1]"
-    if type(tags) is not list or any(type(t) is not str for t in tags):
+    if type(e.importance) is not float or not 0.0 <= e.importance <= 1.0:
+        return f"importance {e.importance!r} is not a float in [0, 1]"
+    if type(e.tags) is not list or any(type(t) is not str for t in e.tags):
         return "tags is not a list of strings"
-    if graph is not None and type(graph) is not str:
+    if e.named_graph is not None and type(e.named_graph) is not str:
         return "named_graph is not a string"
-    if type(typs) is not list or any(type(t) is not str for t in typs):
+    if type(e.jsonld_types) is not list or any(type(t) is not str for t in e.jsonld_types):
         return "jsonld_types is not a list of strings"
-    if type(metadata) is not dict:
+    if type(e.metadata) is not dict:
         return "metadata is not an object"
-    if type(version) is not int or version < 1:
-        return f"version {version!r} is not a positive int"
-    if vector_id is not None and type(vector_id) is not int:
+    if type(e.version) is not int or e.version < 1:
+        return f"version {e.version!r} is not a positive int"
+    if e.vector_id is not None and type(e.vector_id) is not int:
         return "vector_id is not an int"
-    if mesi not in MESI_STATES:
-        return f"mesi_state {mesi!r} is not one of I, S, E, M"
-    for name, value in (("created_at", created_at), ("updated_at", updated_at)):
+    if e.mesi_state not in MESI_STATES:
+        return f"mesi_state {e.mesi_state!r} is not one of I, S, E, M"
+    for name, value in (("created_at", e.created_at), ("updated_at", e.updated_at)):
         if type(value) is not float:
             return f"{name} is not a float"
-    if type(content_hash) is not str or len(content_hash) != 64:
+    if type(e.content_hash) is not str or len(e.content_hash) != 64:
         return "content_hash is not a sha256 hex digest"
-    if type(content_size) is not int or content_size < 0:
+    if type(e.content_size) is not int or e.content_size < 0:
         return "content_size is not a non-negative int"
     return None

@@ -30,17 +30,17 @@ archive in L0 keeps every turn, and numbering resumes after the highest block.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.clock import Clock
 from gliding_actors.coherence._hosting import LINE_CHANGED
 from gliding_actors.errors import InvalidInput, show
-from gliding_actors.l0 import L0Store, is_valid_iri
+from gliding_actors.l0 import L0Store
 from gliding_actors.l1._archive import SessionArchive
 from gliding_actors.l1._policy import EvictionPolicy
-from gliding_actors.l1._session import Embedder, Session, check_embedding, check_text
+from gliding_actors.l1._session import Embedder, Session, check_cites, check_embedding, check_text
 from gliding_actors.l1._tokens import TokenCounter, get_counter
 from gliding_actors.runtime import Context
 
@@ -105,23 +105,10 @@ def turn_request(
 
 
 def _cites(cites: object, version_of: Callable[[str], int] | None) -> dict[str, int]:
-    if isinstance(cites, Mapping):
-        out: dict[str, int] = {}
-        for iri, version in cites.items():
-            if not is_valid_iri(iri):
-                raise InvalidInput(f"cites: not a valid IRI: {show(iri)}")
-            if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-                raise InvalidInput(f"cites: the version of {iri} is an integer >= 0, not {show(version)}")
-            out[iri] = version
-        return out
-    if isinstance(cites, (str, bytes)) or not isinstance(cites, Iterable):
-        raise InvalidInput(f"cites is a list of line IRIs or a mapping IRI -> version, not {show(cites)}")
-    listed: dict[str, int] = {}
-    for iri in cites:
-        if not is_valid_iri(iri):
-            raise InvalidInput(f"cites: not a valid IRI: {show(iri)}")
-        listed[iri] = version_of(iri) if version_of is not None else 0
-    return listed
+    checked = check_cites(cites)
+    if isinstance(cites, Mapping) or version_of is None:
+        return checked
+    return {iri: version_of(iri) for iri in checked}
 
 
 class SessionActor:

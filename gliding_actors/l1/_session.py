@@ -56,6 +56,7 @@ __all__ = [
     "Embedder",
     "Session",
     "Turn",
+    "check_cites",
     "check_embedding",
     "check_text",
     "render_turn",
@@ -174,7 +175,8 @@ def check_text(value: object, what: str, *, empty: bool = True) -> str:
     return value
 
 
-def _check_cites(cites: object) -> dict[str, int]:
+def check_cites(cites: object) -> dict[str, int]:
+    """IRI -> version seen (0 for a listed IRI), sorted; InvalidInput naming a bad IRI or version."""
     if cites is None:
         return {}
     if isinstance(cites, Mapping):
@@ -305,7 +307,7 @@ class Session:
             supplement=supplement,
             created_at=self.clock.now(),
             embedding=vector,
-            cites=_check_cites(cites),
+            cites=check_cites(cites),
         )
 
     def commit(self, turn: Turn) -> AddResult:

@@ -32,8 +32,7 @@ import math
 from typing import Any
 
 from gliding_actors.errors import InvalidInput, show
-from gliding_actors.l0 import is_valid_label
-from gliding_actors.l2._locks import Effects, LockManager
+from gliding_actors.l2._locks import Effects, LockManager, _check_agent, _check_now
 from gliding_actors.l2._permissions import ROLES
 
 __all__ = [
@@ -275,16 +274,3 @@ def release_stale(registry: AgentRegistry, locks: LockManager, now: float) -> St
             }
         )
     return StaleSweep(tuple(stale), effects, tuple(events))
-
-
-def _check_agent(agent: object) -> None:
-    if not is_valid_label(agent):
-        raise InvalidInput(
-            f"an agent id is a non-empty string without control characters, not {show(agent)}"
-        )
-
-
-def _check_now(now: object) -> float:
-    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
-        raise InvalidInput(f"now must be a finite number of seconds, not {show(now)}")
-    return float(now)

@@ -36,7 +36,7 @@ from typing import Any
 import pyoxigraph as ox
 
 from gliding_actors.bus import AGENT_STALE, BUS_ACTOR, TASK_EVENTS
-from gliding_actors.errors import GlidingError, InvalidInput, show
+from gliding_actors.errors import GlidingError, InvalidInput
 from gliding_actors.l2._awareness import AgentRegistry, release_stale
 from gliding_actors.l2._board_requests import (
     Agents,
@@ -55,7 +55,7 @@ from gliding_actors.l2._board_requests import (
     Unlock,
     parse_request,
 )
-from gliding_actors.l2._dag import TASK_FINAL_STATUSES, TaskDAG
+from gliding_actors.l2._dag import TaskDAG
 from gliding_actors.l2._graph import GraphStore
 from gliding_actors.l2._jsonld import GENID_BASE
 from gliding_actors.l2._locks import Effects, Granted, LockManager, Queued
@@ -248,16 +248,9 @@ class BlackboardActor:
         with ``status`` now, so a refused completion flushes nothing. Changes
         nothing: the status changes only at ``task.complete``, after the flush.
         """
-        task, status = req.task, req.status
-        info = self.tasks.info(task)  # InvalidInput: a bad or unknown id
-        if status not in TASK_FINAL_STATUSES:
-            raise InvalidInput(f"a task finishes as {' or '.join(TASK_FINAL_STATUSES)}, not {show(status)}")
-        if info.status != "pending":
-            raise InvalidInput(f"task {show(task)} is already {info.status}")
-        unmet = self.tasks.unmet(task) if status == "completed" else []
-        if unmet:
-            raise InvalidInput(f"task {show(task)} cannot complete before its dependencies: {', '.join(unmet)}")
-        subtree = self.tasks.subtree(task)
+        self.tasks.info(req.task)  # InvalidInput: a bad or unknown id, before a bad status
+        self.tasks.check_finish(req.task, req.status)
+        subtree = self.tasks.subtree(req.task)
         nodes = sorted({iri for t in subtree for iri in self.tasks.info(t).nodes})
         return {"tasks": subtree, "nodes": nodes}
 

@@ -190,6 +190,17 @@ class TaskDAG:
         (:class:`~gliding_actors.errors.InvalidInput` names the unmet ones);
         failing does not. A task finishes once.
         """
+        self.check_finish(task, status)
+        node = self._tasks[task]
+        before = set(self.ready())
+        node.status = status
+        ready = [t for t in self.ready() if t not in before]
+        events: list[dict[str, Any]] = [{"type": f"task.{status}", "task": task}]
+        events.extend({"type": "task.ready", "task": d} for d in ready)
+        return TaskCompletion(task, status, tuple(sorted(node.nodes)), tuple(ready), tuple(events))
+
+    def check_finish(self, task: str, status: str) -> None:
+        """Refuse what :meth:`complete` would refuse, changing nothing."""
         _check_id(task, "task")
         if status not in TASK_FINAL_STATUSES:
             raise InvalidInput(
@@ -204,12 +215,6 @@ class TaskDAG:
                 raise InvalidInput(
                     f"task {show(task)} cannot complete before its dependencies: {', '.join(unmet)}"
                 )
-        before = set(self.ready())
-        node.status = status
-        ready = [t for t in self.ready() if t not in before]
-        events: list[dict[str, Any]] = [{"type": f"task.{status}", "task": task}]
-        events.extend({"type": "task.ready", "task": d} for d in ready)
-        return TaskCompletion(task, status, tuple(sorted(node.nodes)), tuple(ready), tuple(events))
 
     def release(self, task: str) -> list[str]:
         """Remove ``task`` and all its descendants; return their ids, sorted.

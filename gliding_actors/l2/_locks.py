@@ -67,7 +67,7 @@ import dataclasses
 import math
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from gliding_actors.errors import ConflictError, DeadlockError, InvalidInput, show
 from gliding_actors.l0 import is_valid_label
@@ -100,8 +100,17 @@ def modes_compatible(a: str, b: str) -> bool:
     return a != "exclusive" and b != "exclusive" and not (a == "write" and b == "write")
 
 
+class _Record:
+    """The plain records below (dataclasses) as dicts; the annotation tells mypy they are dataclasses."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 @dataclasses.dataclass(frozen=True)
-class Lease:
+class Lease(_Record):
     """One agent's hold on one resource."""
 
     agent: str
@@ -113,12 +122,9 @@ class Lease:
     #: The hold ends by itself at this instant unless renewed.
     expires_at: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 @dataclasses.dataclass(frozen=True)
-class Wait:
+class Wait(_Record):
     """A queued request (the host keeps ``wait_id`` to answer its caller later)."""
 
     wait_id: int
@@ -129,12 +135,9 @@ class Wait:
     #: The request gives up at this instant (``inf``: never) if not granted by then.
     deadline: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 @dataclasses.dataclass(frozen=True)
-class Grant:
+class Grant(_Record):
     """A queued request that was granted: answer the waiter ``wait_id`` with ``token``."""
 
     wait_id: int
@@ -143,9 +146,6 @@ class Grant:
     mode: str
     token: int
     expires_at: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,28 +165,18 @@ class Effects:
     cancelled: tuple[Wait, ...] = ()
     granted: tuple[Grant, ...] = ()
 
+    def _parts(self) -> dict[str, tuple[Any, ...]]:
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+
     def __bool__(self) -> bool:
-        return bool(
-            self.expired or self.timed_out or self.released or self.cancelled or self.granted
-        )
+        return any(self._parts().values())
 
     def __add__(self, other: Effects) -> Effects:
-        return Effects(
-            self.expired + other.expired,
-            self.timed_out + other.timed_out,
-            self.released + other.released,
-            self.cancelled + other.cancelled,
-            self.granted + other.granted,
-        )
+        theirs = other._parts()
+        return Effects(**{name: mine + theirs[name] for name, mine in self._parts().items()})
 
     def to_dict(self) -> dict[str, list[dict[str, Any]]]:
-        return {
-            "expired": [x.to_dict() for x in self.expired],
-            "timed_out": [x.to_dict() for x in self.timed_out],
-            "released": [x.to_dict() for x in self.released],
-            "cancelled": [x.to_dict() for x in self.cancelled],
-            "granted": [x.to_dict() for x in self.granted],
-        }
+        return {name: [x.to_dict() for x in part] for name, part in self._parts().items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,11 +266,8 @@ class LockManager:
         self._waits: dict[int, Wait] = {}
         #: resource -> newest token of a write/exclusive grant
         self._fences: dict[str, int] = {}
-        self._out_expired: list[Lease] = []
-        self._out_timed_out: list[Wait] = []
-        self._out_released: list[Lease] = []
-        self._out_cancelled: list[Wait] = []
-        self._out_granted: list[Grant] = []
+        #: effects on others not yet returned, by :class:`Effects` field
+        self._outbox: dict[str, list[Any]] = {field.name: [] for field in dataclasses.fields(Effects)}
 
     # ------------------------------------------------------------------ calls
 
@@ -360,8 +347,7 @@ class LockManager:
         self._advance(now)
         lease = self._holds.get(resource, {}).pop(agent, None)
         if lease is not None:
-            self._out_released.append(lease)
-            self._tidy(resource)
+            self._outbox["released"].append(lease)
             self._pump(resource)
         return self._take()
 
@@ -373,16 +359,15 @@ class LockManager:
         for resource in sorted(self._holds):
             lease = self._holds[resource].pop(agent, None)
             if lease is not None:
-                self._out_released.append(lease)
+                self._outbox["released"].append(lease)
                 touched.add(resource)
         for wait_id in sorted(self._waits):
             wait = self._waits[wait_id]
             if wait.agent == agent:
                 self._drop_wait(wait)
-                self._out_cancelled.append(wait)
+                self._outbox["cancelled"].append(wait)
                 touched.add(wait.resource)
         for resource in sorted(touched):
-            self._tidy(resource)
             self._pump(resource)
         return self._take()
 
@@ -394,8 +379,7 @@ class LockManager:
         wait = self._waits.get(wait_id)
         if wait is not None:
             self._drop_wait(wait)
-            self._out_cancelled.append(wait)
-            self._tidy(wait.resource)
+            self._outbox["cancelled"].append(wait)
             self._pump(wait.resource)
         return self._take()
 
@@ -493,13 +477,7 @@ class LockManager:
                 for r in sorted(set(self._holds) | set(self._queues))
             },
             "fences": {r: self._fences[r] for r in sorted(self._fences)},
-            "outbox": Effects(
-                tuple(self._out_expired),
-                tuple(self._out_timed_out),
-                tuple(self._out_released),
-                tuple(self._out_cancelled),
-                tuple(self._out_granted),
-            ).to_dict(),
+            "outbox": {name: [x.to_dict() for x in out] for name, out in self._outbox.items()},
         }
 
     # ------------------------------------------------------------------ private
@@ -510,9 +488,7 @@ class LockManager:
 
     def _advance(self, now: float) -> None:
         """Apply every lease expiry and wait time-out due by ``now``, in time order."""
-        if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
-            raise InvalidInput(f"now must be a finite number of seconds, not {show(now)}")
-        now = float(now)
+        now = _check_now(now)
         if self._now is not None and now < self._now:
             now = self._now
         while True:
@@ -525,20 +501,18 @@ class LockManager:
                 held = self._holds[resource]
                 for agent in sorted(held):
                     if held[agent].expires_at <= due:
-                        self._out_expired.append(held.pop(agent))
+                        self._outbox["expired"].append(held.pop(agent))
                         touched.add(resource)
             for resource in sorted(touched):
-                self._tidy(resource)
                 self._pump(resource)
             touched = set()
             for wait_id in sorted(self._waits):
                 wait = self._waits[wait_id]
                 if wait.deadline <= due:
                     self._drop_wait(wait)
-                    self._out_timed_out.append(wait)
+                    self._outbox["timed_out"].append(wait)
                     touched.add(wait.resource)
             for resource in sorted(touched):
-                self._tidy(resource)
                 self._pump(resource)
         self._now = now
 
@@ -565,40 +539,28 @@ class LockManager:
         return lease
 
     def _pump(self, resource: str) -> None:
-        """Grant queued requests on ``resource`` from the head while they fit (strict FIFO)."""
+        """Grant queued requests on ``resource`` from the head while they fit (strict FIFO), then drop its empty entries."""
         queue = self._queues.get(resource)
         while queue and self._fits(resource, queue[0].agent, queue[0].mode):
             wait = queue.popleft()
             del self._waits[wait.wait_id]
             lease = self._grant(wait.agent, resource, wait.mode)
-            self._out_granted.append(
+            self._outbox["granted"].append(
                 Grant(wait.wait_id, wait.agent, resource, lease.mode, lease.token, lease.expires_at)
             )
-        self._tidy(resource)
-
-    def _drop_wait(self, wait: Wait) -> None:
-        del self._waits[wait.wait_id]
-        self._queues[wait.resource].remove(wait)
-
-    def _tidy(self, resource: str) -> None:
         if resource in self._holds and not self._holds[resource]:
             del self._holds[resource]
         if resource in self._queues and not self._queues[resource]:
             del self._queues[resource]
 
+    def _drop_wait(self, wait: Wait) -> None:
+        del self._waits[wait.wait_id]
+        self._queues[wait.resource].remove(wait)
+
     def _take(self) -> Effects:
-        effects = Effects(
-            tuple(self._out_expired),
-            tuple(self._out_timed_out),
-            tuple(self._out_released),
-            tuple(self._out_cancelled),
-            tuple(self._out_granted),
-        )
-        self._out_expired.clear()
-        self._out_timed_out.clear()
-        self._out_released.clear()
-        self._out_cancelled.clear()
-        self._out_granted.clear()
+        effects = Effects(**{name: tuple(out) for name, out in self._outbox.items()})
+        for out in self._outbox.values():
+            out.clear()
         return effects
 
     # --- wait-for graph ---------------------------------------------------
@@ -672,18 +634,23 @@ def _without(data: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in keys}
 
 
+def _check_label(value: object, what: str) -> None:
+    if not is_valid_label(value):
+        raise InvalidInput(f"{what} is a non-empty string without control characters, not {show(value)}")
+
+
 def _check_agent(agent: object) -> None:
-    if not is_valid_label(agent):
-        raise InvalidInput(
-            f"an agent id is a non-empty string without control characters, not {show(agent)}"
-        )
+    _check_label(agent, "an agent id")
 
 
 def _check_resource(resource: object) -> None:
-    if not is_valid_label(resource):
-        raise InvalidInput(
-            f"a lock resource is a non-empty string without control characters, not {show(resource)}"
-        )
+    _check_label(resource, "a lock resource")
+
+
+def _check_now(now: object) -> float:
+    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
+        raise InvalidInput(f"now must be a finite number of seconds, not {show(now)}")
+    return float(now)
 
 
 def _check_mode(mode: object) -> None:

@@ -395,16 +395,8 @@ WHERE {{
 ]
 
 
-def _compile_builtins() -> dict[str, Frame]:
-    out: dict[str, Frame] = {}
-    for spec in _BUILTINS:
-        frame = build_frame(builtin=True, **spec)
-        out[frame.name] = frame
-    return out
-
-
 #: The nine built-in frames, checked at import.
-BUILTIN_FRAMES: dict[str, Frame] = _compile_builtins()
+BUILTIN_FRAMES: dict[str, Frame] = {spec["name"]: build_frame(builtin=True, **spec) for spec in _BUILTINS}
 
 
 class FrameRegistry:

@@ -35,7 +35,6 @@ import importlib
 import os
 import threading
 from collections.abc import Iterator
-from types import TracebackType
 from typing import Any, Self
 
 from gliding_actors.errors import InvalidInput, show
@@ -168,12 +167,7 @@ class RayConnection:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.close()
 
     def close(self) -> None:

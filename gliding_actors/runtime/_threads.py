@@ -55,12 +55,11 @@ class _PykkaHost(pykka.ThreadingActor):
 class _Ref:
     """An :class:`ActorRef` on the threads backend."""
 
-    __slots__ = ("_cell", "_host", "_runtime")
+    __slots__ = ("_cell", "_runtime")
 
-    def __init__(self, runtime: ThreadsRuntime, cell: Cell, host: Any) -> None:
+    def __init__(self, runtime: ThreadsRuntime, cell: Cell) -> None:
         self._runtime = runtime
         self._cell = cell
-        self._host = host
 
     @property
     def name(self) -> str:
@@ -129,13 +128,13 @@ class ThreadsRuntime(BackendBase):
             self._open[name] = set()
             host = _PykkaHost.start(self, cell)
             self._hosts[name] = (cell, host)
-        return _Ref(self, cell, host)
+        return _Ref(self, cell)
 
     def lookup(self, name: str) -> _Ref:
         entry = self._hosts.get(name)
         if entry is None or not entry[0].alive:
             raise ActorUnavailable(f"no running actor named {name!r}")
-        return _Ref(self, entry[0], entry[1])
+        return _Ref(self, entry[0])
 
     def stop(self, name: str) -> None:
         with self._lock:

@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from gliding_actors.clock import Clock, SystemClock
@@ -171,12 +170,7 @@ class LocalRayCluster:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.stop()
 
     def start(self) -> Self:
