@@ -17,7 +17,6 @@ each layer adds its actors here as it is built.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shutil
 import tempfile
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from gliding_actors._checks import check_iri
 from gliding_actors._crashes import CrashOps
+from gliding_actors._l0_layout import check_l0_layout, record_l0_layout
 from gliding_actors._supervision import SUPERVISOR_ACTOR, Supervision, SupervisorActor
 from gliding_actors.agent import ROLES, Agent
 from gliding_actors.bus import BUS_ACTOR, BusState, MemoryBus
@@ -48,7 +48,7 @@ from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.coherence._states import epoch_floor
 from gliding_actors.config import Config
 from gliding_actors.context._service import ContextService
-from gliding_actors.errors import ActorUnavailable, InvalidInput, StorageError, show
+from gliding_actors.errors import ActorUnavailable, InvalidInput, show
 from gliding_actors.hyperspace._service import HyperspaceService
 from gliding_actors.l0 import SHARDS_DIR, L0Store, is_valid_label
 from gliding_actors.l1 import is_archive_iri, start_session
@@ -79,10 +79,6 @@ __all__ = ["MemorySystem"]
 #: the longest agent id (it names actors, archive IRIs and lock holders)
 MAX_AGENT_ID = 200
 
-#: where a sharded L0 records how many shards it was made with
-_LAYOUT = "LAYOUT.json"
-
-
 def _utf8_path(path: str) -> bool:
     """Whether ``path`` is one LevelDB can open: UTF-8 text (it names files by UTF-8), not empty, without NUL."""
     try:
@@ -90,51 +86,6 @@ def _utf8_path(path: str) -> bool:
     except UnicodeEncodeError:
         return False
     return bool(path) and "\x00" not in path
-
-
-def _recorded_shards(path: Path) -> int | None:
-    """The shard count a sharded L0 at ``path`` was created with; None for one L0 (or a new memory)."""
-    layout = path / SHARDS_DIR / _LAYOUT
-    if not layout.exists():
-        return None
-    try:
-        return int(json.loads(layout.read_text())["shards"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise StorageError(f"cannot read the L0 layout {layout}: {exc}") from exc
-
-
-def _check_l0_layout(path: Path, config: Config) -> int | None:
-    """Refuse to open a sharded L0 in another layout than it was created with; the recorded shard count.
-
-    A line's shard is a hash of its IRI over the shard count, so a sharded L0
-    reopened with another count, or as one L0, would not find its lines.
-    Checked before any store is opened: a refusal changes nothing.
-    """
-    recorded = _recorded_shards(path)
-    if recorded is None:
-        return None
-    if not config.l0.sharded:
-        raise InvalidInput(
-            f"{path} keeps its lines in a sharded L0 ({recorded} shards): open it with "
-            f"l0.sharded true and coherence.directory_shards {recorded}"
-        )
-    if recorded != config.coherence.directory_shards:
-        raise InvalidInput(
-            f"{path} keeps its lines in {recorded} L0 shards, not {config.coherence.directory_shards}: open it "
-            f"with coherence.directory_shards {recorded} (a line's shard is a hash of its IRI)"
-        )
-    return recorded
-
-
-def _record_l0_layout(path: Path, config: Config, l0: L0Store, recorded: int | None) -> None:
-    """A new sharded L0 records its shard count; one L0 that holds lines is not opened sharded."""
-    if not config.l0.sharded or recorded is not None:
-        return
-    if any(not is_archive_iri(iri) for iri in l0.query_iris()):
-        raise InvalidInput(f"{path} keeps its lines in one L0: open it with l0.sharded false")
-    layout = path / SHARDS_DIR / _LAYOUT
-    layout.parent.mkdir(parents=True, exist_ok=True)
-    layout.write_text(json.dumps({"shards": config.coherence.directory_shards}) + "\n")
 
 
 class MemorySystem(CrashOps):
@@ -152,10 +103,10 @@ class MemorySystem(CrashOps):
         self._closed = False
         #: writes every agent-level op to a trace when opened with ``record=`` (docs/RECORDING.md)
         self._recorder: Recorder | None = None
-        recorded = _check_l0_layout(path, config)
+        recorded = check_l0_layout(path, config)
         self._l0 = L0Store(str(path / "l0"), clock=runtime.clock, config=config.l0)
         try:
-            _record_l0_layout(path, config, self._l0, recorded)
+            record_l0_layout(path, config, self._l0, recorded)
             #: this life's epoch: every write numbers its version above its floor (docs/COHERENCE.md)
             self._epoch = self._l0.reserve_epoch()
         except BaseException:
