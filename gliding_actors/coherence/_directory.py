@@ -411,10 +411,11 @@ class DirectoryController:
         its S copy, a cache in MW_A is the owner (its WT is still coming).
 
         ``putting`` is ``{cache: {iri}}``: lines with a PutM / PutE / WT from
-        that cache still coming. A cache that reports such a line in I died after
-        sending it (a reborn cache holds nothing): it was the owner, so when
-        nobody else holds the line it is placed as owner and its Put, when it
-        is replayed, takes the data home instead of being dropped as stale.
+        that cache still coming. A cache that reports such a line in I, or in
+        IS_D / IM_AD with that request still coming (its next life asks again),
+        died after sending it: it was the owner, so when nobody else holds the
+        line it is placed as owner and its Put, when it is replayed, takes the
+        data home instead of being dropped as stale.
 
         ``open_lines`` (the dead directory's lines in S_D, see
         :meth:`begin_census`) are restored as they were, not placed from the
@@ -457,7 +458,11 @@ class DirectoryController:
                     notes.append(f"{cache} holds {iri} in transient state {state}")
         for cache in sorted(putting or {}):
             for iri in sorted((putting or {})[cache]):
-                if held.get(cache, {}).get(iri, "I") == "I" and iri not in self._lines and iri not in kept:
+                state = held.get(cache, {}).get(iri, "I")
+                # No data of the line in the putter's copy: it is empty, or a later life of it
+                # asks again (that request still coming), so the Put is its dead life's.
+                empty = state == "I" or (state in ("IS_D", "IM_AD") and iri in (coming or {}).get(cache, set()))
+                if empty and iri not in self._lines and iri not in kept:
                     line = self._line(iri)
                     line.owner, line.state = cache, D_EM
         for iri, row in kept.items():

@@ -277,6 +277,37 @@ def test_a_directory_that_crashes_during_a_flush_fails_the_flush_and_forgets_it(
     assert memory.durable_version(X) == 1
 
 
+def test_a_putm_from_a_dead_life_reaches_home_when_the_next_life_already_asks_again(
+    memory: MemorySystem,
+) -> None:
+    """pa was evicting its dirty v2 (PutM in flight) when the directory crashed; then pa crashed too,
+    and its next life asked for the line again (GetM) before it answered the census. The rebuild
+    placed the putter as owner only if it reported the line in I, so the PutM was taken for stale
+    and dropped: the acknowledged v2 vanished unreported and the next write took v2 again (fault
+    seed 20261895). A putter whose new life holds no data of the line (its request still coming) is
+    now placed as the owner its PutM was sent by."""
+    pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+    pa.write(X, {"v": 1}, tags=["confirmed_fact"])  # home and L0 hold v1
+    da.read(X)  # da has talked to the directory: the census asks it too
+    pa.write(X, {"v": 2})  # v2 only in pa's M copy
+    memory.quiesce()
+    sim = sim_of(memory)
+    evict = pa.submit_evict(X)
+    deliver(memory, "@driver", "cache:pa")  # the PutM v2 in flight
+    sim.inject("dir:0", {"t": "crash"})
+    deliver(memory, "cache:pa", "dir:0")  # held back by the census
+    sim.inject("cache:pa", {"t": "crash"})  # its Reclaim now in flight, behind the PutM
+    with pytest.raises(ActorCrashed):
+        evict.get(5.0)
+    write = pa.submit_write(X, {"v": 3})
+    deliver(memory, "@driver", "cache:pa")
+    got = write.get(5.0)
+    assert got["version"] == 3  # above the acknowledged v2, which came home
+    memory.quiesce()
+    assert memory.runtime.lookup("dir:0").ask({"t": "l2.versions", "iris": [X]}).get(5.0) == {X: 2}
+    assert da.read(X)["value"] == {"v": 3}
+
+
 def test_a_directory_crash_with_a_reader_in_is_d_makes_it_a_sharer(memory: MemorySystem) -> None:
     pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
     pa.write(X, {"v": 1})
