@@ -54,7 +54,7 @@ VOCAB = "https://gliding-actors.dev/ns#"
 
 def short_type(name: str) -> str:
     """A type as written in values (``Task``), whether given compact or expanded."""
-    return name[len(VOCAB) :] if name.startswith(VOCAB) else name
+    return name.removeprefix(VOCAB)
 
 
 def full_type(name: str) -> str:
@@ -403,6 +403,8 @@ class HyperspaceEngine:
             should.items = _top(list(counts.items()), depth)
             rankings.append(should)
         if not any(r.items for r in rankings):
+            if text.strip():
+                return []  # a text that matches nothing finds nothing (no filler ranked above real hits)
             # no text and no preference: the filtered set by importance, then IRI
             pool = list(self.docs) if allow is None else list(allow)
             plain = [(i, self.docs[i].importance) for i in pool if ok(i)]

@@ -66,8 +66,8 @@ def check_search_args(text: object, k: object, filters: object) -> tuple[str, in
     """Validate a search before anything is sent: :class:`InvalidInput` naming the argument."""
     if not isinstance(text, str):
         raise InvalidInput(f"search text is a string, not {type(text).__name__}", path=("text",))
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0 or k > 10_000:
-        raise InvalidInput(f"search k is an integer in [0, 10000], not {show(k)}", path=("k",))
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1 or k > 10_000:
+        raise InvalidInput(f"search k is an integer in [1, 10000], not {show(k)}", path=("k",))
     parse_filters(filters)  # type: ignore[arg-type]  # raises on bad filters
     if filters is not None and not isinstance(filters, Mapping):
         raise InvalidInput("search filters are an object")

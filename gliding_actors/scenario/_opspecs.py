@@ -308,7 +308,7 @@ _V1: tuple[OpSpec, ...] = (
     _spec(
         "search",
         args=_args(
-            {"text": _STR, "k": _COUNT},
+            {"text": _STR, "k": {"type": "integer", "minimum": 1, "maximum": 10_000}},
             {
                 "filters": {
                     "type": "object",

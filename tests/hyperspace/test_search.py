@@ -67,7 +67,18 @@ def test_filters_tags_types_graph_importance(memory: MemorySystem) -> None:
     should = aa.search("JWT", 10, {"tags": {"should": ["code"]}})["iris"]
     assert should[0] == "step:jwt"  # preferred, never required
     assert aa.search("JWT", 2)["scores"] == sorted(aa.search("JWT", 2)["scores"], reverse=True)
-    assert aa.search("JWT", 0)["iris"] == []
+    with pytest.raises(InvalidInput, match=r"\[1, 10000\]"):
+        aa.search("JWT", 0)
+
+
+def test_a_text_that_matches_nothing_finds_nothing(memory: MemorySystem) -> None:
+    """No filler: a query with no lexical or semantic match answers [], not every node at a default score."""
+    _team(memory)
+    aa = memory.agent("aa", "AA")
+    assert aa.search("zebra crossing", 10) == {"iris": [], "scores": [], "embedders": []}
+    assert aa.search("JWT zebra", 10)["iris"]  # one matching word still finds
+    # no text at all still lists the (filtered) nodes: that is a listing, not a search
+    assert set(aa.search("", 10, {"graph": "plan"})["iris"]) == {"task:auth", "task:ui", "step:jwt"}
 
 
 def test_no_result_from_a_graph_the_role_may_not_read(memory: MemorySystem) -> None:
