@@ -49,6 +49,7 @@ from gliding_actors.coherence._states import epoch_floor
 from gliding_actors.config import Config
 from gliding_actors.context._service import ContextService
 from gliding_actors.errors import ActorUnavailable, InvalidInput, show
+from gliding_actors.hyperspace import TextEmbedder
 from gliding_actors.hyperspace._service import HyperspaceService
 from gliding_actors.l0 import SHARDS_DIR, L0Store, is_valid_label
 from gliding_actors.l1 import is_archive_iri, start_session
@@ -348,6 +349,7 @@ class MemorySystem(CrashOps):
                 clock=self.clock,
                 spawn=self.spawn_supervised,
                 bus=self._runtime.lookup(BUS_ACTOR),
+                embedder=TextEmbedder(self.hyperspace.engine.chain),  # summaries and queries in search's space
             )
             self._runtime.lookup(BLACKBOARD_ACTOR).ask(Register(agent_id, role).message()).get()
             handle = Agent(self, agent_id, role)

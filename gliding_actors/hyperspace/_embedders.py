@@ -56,6 +56,7 @@ __all__ = [
     "HashEmbedder",
     "OnnxEmbedder",
     "OpenAIEmbedder",
+    "TextEmbedder",
     "build_embedder",
 ]
 
@@ -432,3 +433,28 @@ class EmbedderChain:
             except EmbeddingError as exc:
                 failures.append(f"{embedder.name}: {exc}")
         raise EmbeddingError("every embedder failed: " + "; ".join(failures))
+
+
+class TextEmbedder:
+    """One text at a time through a memory's :class:`EmbedderChain`, in one vector space.
+
+    What L1's sessions embed turn summaries and query texts with
+    (:class:`gliding_actors.l1.Embedder`), so a session compares them in the
+    space search uses. The first answer pins the space: if the chain later
+    answers from a fallback (the configured embedder failing), that is an
+    :class:`EmbeddingError`, not a vector of another dimension.
+    """
+
+    def __init__(self, chain: EmbedderChain) -> None:
+        self.chain = chain
+        #: the space the first vector came from (None until then)
+        self.space: str | None = None
+
+    def embed(self, text: str) -> list[float]:
+        name, rows = self.chain.embed([text])
+        if self.space is None:
+            self.space = name
+        elif name != self.space:
+            raise EmbeddingError(f"the {self.space} embedder failed; {name} answers in another vector space")
+        vector: list[float] = rows[0].tolist()
+        return vector

@@ -167,7 +167,8 @@ class SessionActor:
             "createdAt": turn.created_at,
             "cites": [{"iri": i, "version": v} for i, v in turn.cites.items()],
         }
-        if turn.embedding is not None:
+        if msg.get("embedding") is not None and turn.embedding is not None:
+            # the caller's own vector is kept; one the session's embedder made is made again from the summary
             record["embedding"] = list(turn.embedding)
         written = self.archive.write_block(record)  # raises having written nothing
         assert written == iri
@@ -284,11 +285,11 @@ def start_session(
     L0 (where turns are archived), the clock,
     ``spawn`` (the system's supervised spawn) and the bus.
 
-    ``embedder`` (see :class:`~gliding_actors.l1.Embedder`) is None when
-    :meth:`MemorySystem.agent` starts a session: the session is not connected
-    to the vector engine, so relevance is the score each turn gives (or cosine
-    to explicit embeddings), and a query *text* is refused with
-    ``InvalidInput``.
+    ``embedder`` (see :class:`~gliding_actors.l1.Embedder`): what the session
+    embeds summaries and query texts with; :meth:`MemorySystem.agent` passes
+    the memory's own (the vector engine's chain). None: relevance is the score
+    each turn gives (or cosine to explicit embeddings) and a query *text* is
+    refused with ``InvalidInput``.
     """
     policy = EvictionPolicy.from_config(config, role)
     counter = get_counter(config.counter)

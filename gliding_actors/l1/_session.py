@@ -45,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from gliding_actors.clock import Clock
-from gliding_actors.errors import InvalidInput, show
+from gliding_actors.errors import EmbeddingError, InvalidInput, show
 from gliding_actors.l0 import is_valid_iri
 from gliding_actors.l1._policy import EvictionPolicy, cosine
 from gliding_actors.l1._tokens import TokenCounter, default_counter
@@ -72,13 +72,14 @@ DEFAULT_RELEVANCE = 0.5
 class Embedder(Protocol):
     """Turns one text into a vector.
 
-    A session built with one embeds every turn's summary and every query text;
-    without one (``None``, which is what :meth:`MemorySystem.agent` starts
-    every session with) relevance is the given score unless a caller passes
-    embeddings explicitly. The vector engine's embedders
-    (:mod:`gliding_actors.hyperspace`) take a batch instead (``embed(texts)``
-    gives a matrix): ``HashEmbedder().embed([text])[0].tolist()`` is one
-    text's vector in this protocol's shape.
+    A session built with one embeds every turn's summary (unless the turn
+    brings its own embedding) and every query text; without one, relevance is
+    the given score unless a caller passes embeddings explicitly.
+    :meth:`MemorySystem.agent` starts each session with the memory's own
+    embedder (:class:`~gliding_actors.hyperspace.TextEmbedder`), so turns and
+    queries share the vector space search uses. It may raise
+    :class:`~gliding_actors.errors.EmbeddingError`: a turn is then kept
+    without an embedding (scored by its given relevance), a query text fails.
     """
 
     def embed(self, text: str) -> Sequence[float]: ...
@@ -98,7 +99,7 @@ class Turn:
     tokens: int
     #: the given (or overridden) cost of the fresh turn
     base_tokens: int
-    #: the given relevance score (0..1)
+    #: the given relevance score (0..1; :data:`DEFAULT_RELEVANCE` when not given)
     relevance: float
     supplement: bool
     created_at: float
@@ -107,6 +108,8 @@ class Turn:
     cites: Mapping[str, int] = dataclasses.field(default_factory=dict)
     #: cited lines that changed since, sorted
     stale: tuple[str, ...] = ()
+    #: the caller gave ``relevance``: it stands even when a query is set
+    relevance_given: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (the ``session`` op's ``turns`` items)."""
@@ -220,6 +223,8 @@ class Session:
         self._query: tuple[float, ...] | None = None
         #: the embedding dimension, fixed by the first embedding or query seen
         self._dim: int | None = None
+        #: turns kept without an embedding because the embedder failed on their summary
+        self.embed_failures = 0
         self.opened_at = clock.now()
 
     # -- reading ---------------------------------------------------------------
@@ -242,8 +247,8 @@ class Session:
         return self._query
 
     def relevance_of(self, turn: Turn) -> float:
-        """``rel``: cosine to the query when there is one and the turn has an embedding, else the given score."""
-        if self._query is not None and turn.embedding is not None:
+        """``rel``: the score the turn was given; else its cosine to the query when both exist; else the default."""
+        if not turn.relevance_given and self._query is not None and turn.embedding is not None:
             return cosine(turn.embedding, self._query)
         return turn.relevance
 
@@ -291,10 +296,10 @@ class Session:
         vector: tuple[float, ...] | None = None
         if embedding is not None:
             vector = check_embedding(embedding, "a turn's embedding")
+            if self._dim is not None and len(vector) != self._dim:
+                raise InvalidInput(f"a turn's embedding has {len(vector)} dimensions; this session's have {self._dim}")
         elif self.embedder is not None:
-            vector = check_embedding(self.embedder.embed(summary), "the embedder's vector")
-        if vector is not None and self._dim is not None and len(vector) != self._dim:
-            raise InvalidInput(f"a turn's embedding has {len(vector)} dimensions; this session's have {self._dim}")
+            vector = self._embed_summary(summary)
         cost = tokens if tokens is not None else self.counter.count(render_turn(summary, archive_iri))
         return Turn(
             seq=seq,
@@ -308,7 +313,23 @@ class Session:
             created_at=self.clock.now(),
             embedding=vector,
             cites=check_cites(cites),
+            relevance_given=relevance is not None,
         )
+
+    def _embed_summary(self, summary: str) -> tuple[float, ...] | None:
+        """The summary's vector, or None when the embedder fails or its space is not this session's.
+
+        A turn is never refused for its embedding: without one it is scored
+        by its given relevance (a session whose caller passes embeddings of
+        their own keeps their dimension).
+        """
+        assert self.embedder is not None
+        try:
+            vector = check_embedding(self.embedder.embed(summary), "the embedder's vector")
+        except EmbeddingError:
+            self.embed_failures += 1
+            return None
+        return None if self._dim is not None and len(vector) != self._dim else vector
 
     def commit(self, turn: Turn) -> AddResult:
         """Append a turn built by :meth:`prepare`, then evict while over budget."""
@@ -344,7 +365,10 @@ class Session:
         else:
             vector = None
         if vector is not None and self._dim is not None and len(vector) != self._dim:
-            raise InvalidInput(f"the query has {len(vector)} dimensions; this session's embeddings have {self._dim}")
+            raise InvalidInput(
+                f"the query has {len(vector)} dimensions; this session's embeddings have {self._dim}"
+                + (" (its turns carry embeddings of their own: pass the query's embedding)" if text is not None else "")
+            )
         self._query = vector
         if vector is not None and self._dim is None:
             self._dim = len(vector)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gliding_actors.clock import VirtualClock
-from gliding_actors.errors import InvalidInput
+from gliding_actors.errors import EmbeddingError, InvalidInput
 from gliding_actors.l1 import (
     DEFAULT_RELEVANCE,
     EstimateCounter,
@@ -181,17 +181,43 @@ class _AxisEmbedder:
 def test_with_a_query_relevance_is_the_cosine_and_decides_both_phases() -> None:
     clock = VirtualClock()
     session = Session("da", policy=EvictionPolicy(token_budget=30), clock=clock, embedder=_AxisEmbedder())
-    auth = session.add(seq=1, role="assistant", summary="auth token", archive_iri="memory:q/1", tokens=10, relevance=0.0)
-    db = session.add(seq=2, role="assistant", summary="db index", archive_iri="memory:q/2", tokens=10, relevance=1.0)
+    auth = session.add(seq=1, role="assistant", summary="auth token", archive_iri="memory:q/1", tokens=10)
+    db = session.add(seq=2, role="assistant", summary="db index", archive_iri="memory:q/2", tokens=10)
+    assert session.relevance_of(db.turn) == DEFAULT_RELEVANCE  # no query yet
     clock.advance(400)
     assert session.set_query(text="auth") == []
     assert session.relevance_of(auth.turn) == pytest.approx(1.0)
     assert session.relevance_of(db.turn) == pytest.approx(0.0)
-    # over budget: the db turn (cosine 0 < 0.3, old) goes in phase 1 despite its given 1.0
+    # over budget: the db turn (cosine 0 < 0.3, old) goes in phase 1
     result = session.add(seq=3, role="assistant", summary="ui form", archive_iri="memory:q/3", tokens=11)
     assert [t.archive_iri for t in result.phase1] == [db.turn.archive_iri]
     session.set_query(None)
-    assert session.relevance_of(auth.turn) == 0.0  # back to the given score
+    assert session.relevance_of(auth.turn) == DEFAULT_RELEVANCE  # back to the default
+
+
+def test_a_given_relevance_stands_against_the_query() -> None:
+    clock = VirtualClock()
+    session = Session("da", policy=EvictionPolicy(token_budget=30), clock=clock, embedder=_AxisEmbedder())
+    kept = session.add(seq=1, role="assistant", summary="db index", archive_iri="memory:g/1", tokens=10, relevance=1.0)
+    scored = session.add(seq=2, role="assistant", summary="db table", archive_iri="memory:g/2", tokens=10)
+    session.set_query(text="auth")
+    assert session.relevance_of(kept.turn) == 1.0 and session.relevance_of(scored.turn) == pytest.approx(0.0)
+    clock.advance(400)
+    result = session.add(seq=3, role="assistant", summary="ui form", archive_iri="memory:g/3", tokens=11)
+    assert [t.archive_iri for t in result.phase1] == [scored.turn.archive_iri]
+
+
+def test_a_summary_the_embedder_cannot_embed_keeps_the_turn_without_a_vector() -> None:
+    class Failing:
+        def embed(self, text: str) -> Sequence[float]:
+            raise EmbeddingError("endpoint down")
+
+    session = Session("da", clock=VirtualClock(), embedder=Failing())
+    added = session.add(seq=1, role="assistant", summary="anything", archive_iri="memory:f/1", tokens=1)
+    assert added.turn.embedding is None and session.embed_failures == 1
+    with pytest.raises(EmbeddingError):
+        session.set_query(text="auth")
+    assert session.query is None
 
 
 def test_a_query_text_needs_an_embedder_and_dimensions_must_agree() -> None:

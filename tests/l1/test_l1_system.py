@@ -120,11 +120,26 @@ def test_messages_handoff_and_query(memory: MemorySystem) -> None:
     assert "1. asked for RS256 [memory:session-da/block-1]" in handoff["text"] and handoff["counter"] == "estimate-v1"
     assert da.set_query([1.0, 0.0]) == []
     assert da.session()["query"] is True
-    with pytest.raises(InvalidInput, match="embedder"):
-        da.set_query(text="auth")
+    with pytest.raises(InvalidInput, match="embeddings of their own"):
+        da.set_query(text="auth")  # the session's vectors are the caller's (2-d), not the embedder's
     with pytest.raises(InvalidInput, match="dimensions"):
         da.set_query([1.0, 0.0, 0.0])
     assert da.set_query() == [] and da.session()["query"] is False
+
+
+def test_a_query_text_is_embedded_by_the_memorys_embedder_and_decides_eviction(memory: MemorySystem) -> None:
+    """No vectors by hand: summaries and the query text share the memory's embedder, and the cosine evicts."""
+    pa = memory.agent("pa", "PA")  # budget 100 tokens
+    jwt = pa.turn("validated the JWT signatures in the auth middleware", tokens=40)["archive_iri"]
+    colours = pa.turn("picked the dashboard colour palette", tokens=40)["archive_iri"]
+    assert pa.set_query(text="JWT signatures in the auth middleware") == []
+    memory.clock.advance(400)  # both past the safe window
+    evicted = pa.turn("rotated the JWT signing keys", tokens=30)["evicted"]
+    assert evicted == [colours]  # cosine to the query below the threshold: phase 1 takes it, not the older jwt turn
+    assert pa.session()["turns"][0]["archive_iri"] == jwt
+    # a given score stands whatever the query
+    pa.set_query(text="dashboard colours")
+    assert pa.turn("noted the on-call rota", tokens=40, relevance=1.0)["evicted"] == [jwt]
 
 
 def test_a_write_to_a_cited_line_marks_the_turn_stale(memory: MemorySystem) -> None:
