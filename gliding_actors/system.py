@@ -52,7 +52,7 @@ from gliding_actors.errors import ActorUnavailable, InvalidInput, show
 from gliding_actors.hyperspace import TextEmbedder
 from gliding_actors.hyperspace._service import HyperspaceService
 from gliding_actors.l0 import SHARDS_DIR, L0Store, is_valid_label
-from gliding_actors.l1 import is_archive_iri, start_session
+from gliding_actors.l1 import is_archive_iri, session_actor_name, start_session
 from gliding_actors.l1._tokens import get_counter
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor, BlackboardState
 from gliding_actors.l2._board_requests import Agents, Register
@@ -313,12 +313,19 @@ class MemorySystem(CrashOps):
         return self._closed
 
     # -- agents ------------------------------------------------------------
-    def agent(self, agent_id: str, role: str) -> Agent:
+    def agent(self, agent_id: str, role: str, *, resume: bool = True) -> Agent:
         """The handle of agent ``agent_id`` with ``role`` (SA, PA, DA, CA, AA or system).
 
         Asking again for the same id and role returns the same handle; the same
         id with another role is ``InvalidInput``.
+
+        ``resume``: the first handle of an agent in this memory's life takes
+        back the session it left open in L0 (its L1 chain, weak references and
+        query, as of its last turn; docs/L1.md). False archives that session
+        as closed and starts an empty one.
         """
+        if type(resume) is not bool:
+            raise InvalidInput(f"resume is true or false, not {show(resume)}")
         if self._closed:
             raise ActorUnavailable("the memory system is closed")
         # checked in full before anything is made: a refused id changes nothing
@@ -351,6 +358,7 @@ class MemorySystem(CrashOps):
                 bus=self._runtime.lookup(BUS_ACTOR),
                 embedder=TextEmbedder(self.hyperspace.engine.chain),  # summaries and queries in search's space
             )
+            self._runtime.lookup(session_actor_name(agent_id)).ask({"t": "resume", "fresh": not resume}).get()
             self._runtime.lookup(BLACKBOARD_ACTOR).ask(Register(agent_id, role).message()).get()
             handle = Agent(self, agent_id, role)
             if self._recorder is not None:

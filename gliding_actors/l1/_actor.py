@@ -14,6 +14,8 @@ Requests (plain dicts, key ``t``), from the agent's handle:
 - ``session`` → the chain (``Session.snapshot``);
 - ``messages`` → the chain as LLM messages; ``handoff`` → a hand-off text;
 - ``query {embedding? | text?}`` → ``{evicted}`` (neither: clear the query);
+- ``resume {fresh?}`` → ``{turns, weak_refs, unreadable}``: rebuild the session
+  left open in L0 (:meth:`SessionActor.resume`); ``fresh``: then close it;
 - ``close`` → archives the session node, empties the chain, answers
   ``{session_iri, blocks, tokens, counter}``.
 
@@ -22,14 +24,15 @@ version}}`` mark citing turns stale. They arrive asynchronously, after the
 write they announce completed: an op issued right after a write may not see
 the mark yet (a scenario ``quiesce`` step, or any later op, will).
 
-The chain is volatile, by design (L1 lives in memory): a crash of this actor
-keeps it (the rebuilt actor takes over the chain and block list, see
-:func:`start_session`), but a reopened memory starts every session empty; the
-archive in L0 keeps every turn, and numbering resumes after the highest block.
+The chain lives in memory: a crash of this actor keeps it (the rebuilt actor
+takes over the chain and block list, see :func:`start_session`); a reopened
+memory rebuilds it from the archive (``resume``, which ``MemorySystem.agent``
+asks for first), and numbering resumes after the highest block.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +43,14 @@ from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l0 import L0Store
 from gliding_actors.l1._archive import SessionArchive
 from gliding_actors.l1._policy import EvictionPolicy
-from gliding_actors.l1._session import Embedder, Session, check_cites, check_embedding, check_text
+from gliding_actors.l1._session import (
+    Embedder,
+    Session,
+    Turn,
+    check_cites,
+    check_embedding,
+    check_text,
+)
 from gliding_actors.l1._tokens import TokenCounter, get_counter
 from gliding_actors.runtime import Context
 
@@ -162,6 +172,7 @@ class SessionActor:
             "content": content,
             "supplement": turn.supplement,
             "relevance": turn.relevance,
+            "relevanceGiven": turn.relevance_given,
             "tokens": turn.tokens,
             "counter": session.counter.name,
             "createdAt": turn.created_at,
@@ -170,8 +181,12 @@ class SessionActor:
         if msg.get("embedding") is not None and turn.embedding is not None:
             # the caller's own vector is kept; one the session's embedder made is made again from the summary
             record["embedding"] = list(turn.embedding)
+        journal = session.journal()
+        if journal:
+            record["journal"] = journal
         written = self.archive.write_block(record)  # raises having written nothing
         assert written == iri
+        session.journal_written()
         self.blocks.append(iri)
         result = session.commit(turn)
         return {
@@ -203,6 +218,66 @@ class SessionActor:
         session.reset()
         self.blocks = []
         return {"session_iri": iri, "blocks": blocks, "tokens": record["tokens"], "counter": record["counter"]}
+
+    def resume(self) -> dict[str, Any]:
+        """Rebuild the chain of the session still open in L0 (its blocks not yet closed into a session node).
+
+        Each block carries the journal of what changed before it (evictions,
+        the query, stale marks): the chain before the last block is the open
+        blocks minus every eviction, and the last block is added again at the
+        time it was first added, so eviction decides as it did. Answers
+        ``{"turns", "weak_refs"}`` (counts); a memory with nothing open
+        answers zeros.
+        """
+        records = self.archive.open_blocks()
+        if not records:
+            return {"turns": 0, "weak_refs": 0}
+        session = self.session
+        weak: list[str] = []
+        query: dict[str, Any] | None = None
+        stale: dict[str, list[str]] = {}
+        for record in records:
+            journal = record.get("journal") or {}
+            weak.extend(journal.get("evicted") or ())
+            if "query" in journal:
+                query = journal["query"]
+            stale.update(journal.get("stale") or {})
+        gone = set(weak)
+        *before, last = records
+        turns = [self._turn_of(r) for r in before if r["@id"] not in gone]
+        session.restore([t for t in turns if t is not None], weak, query, stale)
+        newest = self._turn_of(last)
+        if newest is not None:
+            session.commit(newest, now=newest.created_at)
+        self.blocks = [r["@id"] for r in records]
+        unreadable = turns.count(None) + (newest is None)
+        return {"turns": len(session.turns), "weak_refs": len(session.weak_refs), "unreadable": unreadable}
+
+    def _turn_of(self, record: Mapping[str, Any]) -> Turn | None:
+        """A fresh chain turn from its archived block (its own vector, or the embedder's again).
+
+        None for a block that does not read as a turn (written by another
+        version, or damaged): it stays archived, out of the chain.
+        """
+        try:
+            return self._parse_turn(record)
+        except (InvalidInput, KeyError, TypeError, ValueError):
+            return None
+
+    def _parse_turn(self, record: Mapping[str, Any]) -> Turn:
+        given = bool(record.get("relevanceGiven"))
+        turn = self.session.prepare(
+            seq=int(record["seq"]),
+            role=str(record["role"]),
+            summary=str(record["summary"]),
+            archive_iri=str(record["@id"]),
+            supplement=bool(record.get("supplement")),
+            relevance=float(record["relevance"]) if given else None,
+            tokens=int(record["tokens"]),
+            embedding=record.get("embedding"),
+            cites={c["iri"]: int(c["version"]) for c in record.get("cites") or ()},
+        )
+        return dataclasses.replace(turn, created_at=float(record["createdAt"]))
 
     def query(self, msg: Mapping[str, Any]) -> dict[str, Any]:
         embedding = msg.get("embedding")
@@ -245,6 +320,13 @@ class SessionActor:
                 self._update_interest(ctx, {})  # a stale turn may have been evicted
             return None
         kind = message.get("t")
+        if kind == "resume":
+            resumed = self.resume()
+            self._update_interest(ctx, {iri: v for turn in self.session.turns for iri, v in turn.cites.items()})
+            if message.get("fresh"):  # the caller starts anew: the interrupted session is closed as it stood
+                resumed["closed"] = self.close() if self.blocks else None
+                self._update_interest(ctx, {})
+            return resumed
         if kind == "turn":
             answer = self.turn(message)
             turn = self.session.turns[-1] if self.session.turns else None

@@ -88,6 +88,26 @@ class SessionArchive:
     def next_session_iri(self) -> str:
         return f"{self.prefix}{_SESSION}{self._next_session}"
 
+    def open_blocks(self) -> list[dict[str, Any]]:
+        """The blocks of the session still open (not yet closed into a session node), oldest first.
+
+        Each block names the session it belongs to (the next session IRI when
+        it was written), so they are the newest blocks naming the next session.
+        Each is its node, with ``@id``.
+        """
+        wanted = self.next_session_iri()
+        found: list[dict[str, Any]] = []
+        for n in range(self._next_block - 1, 0, -1):
+            iri = f"{self.prefix}{_BLOCK}{n}"
+            entry = self._store.retrieve(iri, touch=False)
+            if entry is None:
+                continue  # a number a crash skipped
+            if not isinstance(entry.content, dict) or entry.content.get("session") != wanted:
+                break
+            found.append({**entry.content, "@id": iri})
+        found.reverse()
+        return found
+
     def _write(self, iri: str, node: dict[str, Any], node_type: str) -> None:
         entry = L0Entry(iri, node, named_graph=ARCHIVE_GRAPH, jsonld_types=(node_type,))
         self._store.store(entry, merge=False, expect_version=0)

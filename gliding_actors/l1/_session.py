@@ -198,6 +198,16 @@ def check_cites(cites: object) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
+@dataclasses.dataclass
+class _Journal:
+    """What changed in a session since its last archived block (see :meth:`Session.journal`)."""
+
+    evicted: list[str] = dataclasses.field(default_factory=list)
+    query_changed: bool = False
+    query: dict[str, Any] | None = None
+    stale: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+
 class Session:
     """The chain of one agent (see the module docstring). Not thread-safe: one actor owns it."""
 
@@ -225,6 +235,9 @@ class Session:
         self._dim: int | None = None
         #: turns kept without an embedding because the embedder failed on their summary
         self.embed_failures = 0
+        #: how the query was given (``{"text"}`` or ``{"embedding"}``), None when there is none
+        self._query_spec: dict[str, Any] | None = None
+        self._journal: _Journal = _Journal()
         self.opened_at = clock.now()
 
     # -- reading ---------------------------------------------------------------
@@ -331,14 +344,18 @@ class Session:
             return None
         return None if self._dim is not None and len(vector) != self._dim else vector
 
-    def commit(self, turn: Turn) -> AddResult:
-        """Append a turn built by :meth:`prepare`, then evict while over budget."""
+    def commit(self, turn: Turn, *, now: float | None = None) -> AddResult:
+        """Append a turn built by :meth:`prepare`, then evict while over budget.
+
+        ``now``: the moment eviction scores ages at (default: the clock's);
+        a resumed session replays its last turn at the time it was added.
+        """
         if turn.embedding is not None and self._dim is None:
             self._dim = len(turn.embedding)
         self._turns.append(turn)
         self._used.add(turn.archive_iri)
         self._total += turn.tokens
-        phase1, phase2 = self._evict()
+        phase1, phase2 = self._evict(now)
         return AddResult(turn, phase1, phase2)
 
     def add(self, **kwargs: Any) -> AddResult:
@@ -372,6 +389,12 @@ class Session:
         self._query = vector
         if vector is not None and self._dim is None:
             self._dim = len(vector)
+        if vector is None:
+            self._query_spec = None
+        else:
+            self._query_spec = {"text": text} if text is not None else {"embedding": list(vector)}
+        self._journal.query = self._query_spec
+        self._journal.query_changed = True
         phase1, phase2 = self._evict()
         return [t.archive_iri for t in (*phase1, *phase2)]
 
@@ -406,6 +429,7 @@ class Session:
             cost = turn.base_tokens + self.counter.count(note)
             self._total += cost - turn.tokens
             self._turns[i] = dataclasses.replace(turn, stale=lines, tokens=cost)
+            self._journal.stale[turn.archive_iri] = list(lines)
             stale.append(turn.archive_iri)
         if not stale:
             return [], []
@@ -419,14 +443,75 @@ class Session:
         self._weak_refs = []
         self._used = set()
         self._query = None
+        self._query_spec = None
         self._dim = None
+        self._journal = _Journal()
         self.opened_at = self.clock.now()
 
-    def _evict(self) -> tuple[tuple[Turn, ...], tuple[Turn, ...]]:
+    # -- surviving a reopen --------------------------------------------------------
+    def journal(self) -> dict[str, Any]:
+        """What changed since the last :meth:`journal_written`: evictions, the query, stale marks.
+
+        The session actor archives it with the next turn's block, so the
+        chain can be rebuilt from L0 when the memory is reopened (:meth:`restore`).
+        Plain data; empty keys left out.
+        """
+        j = self._journal
+        out: dict[str, Any] = {}
+        if j.evicted:
+            out["evicted"] = list(j.evicted)
+        if j.query_changed:
+            out["query"] = j.query
+        if j.stale:
+            out["stale"] = {iri: list(lines) for iri, lines in j.stale.items()}
+        return out
+
+    def journal_written(self) -> None:
+        """The journal is archived: start the next one."""
+        self._journal = _Journal()
+
+    def restore(
+        self,
+        turns: Sequence[Turn],
+        weak_refs: Sequence[str],
+        query: Mapping[str, Any] | None,
+        stale: Mapping[str, Sequence[str]],
+    ) -> None:
+        """Take back a chain rebuilt from the archive, as it stood (no eviction runs).
+
+        ``turns``: the chain, oldest first, fresh; ``stale``: turn IRI → the
+        cited lines that had changed; ``query``: how it was given
+        (``{"text"}`` is embedded again; one the embedder cannot embed now
+        is dropped, and relevance falls back to the given scores).
+        """
+        self.reset()
+        self._weak_refs = list(weak_refs)
+        for turn in turns:
+            lines = tuple(sorted(stale.get(turn.archive_iri, ())))
+            if lines:
+                turn = dataclasses.replace(turn, stale=lines, tokens=turn.base_tokens + self.counter.count(_stale_note(lines)))
+            if turn.embedding is not None and self._dim is None:
+                self._dim = len(turn.embedding)
+            self._turns.append(turn)
+            self._used.add(turn.archive_iri)
+            self._total += turn.tokens
+        self._used.update(self._weak_refs)
+        if query is not None:
+            try:
+                if "text" in query:
+                    self.set_query(text=str(query["text"]))
+                else:
+                    self.set_query(query.get("embedding"))
+            except (InvalidInput, EmbeddingError):
+                self.embed_failures += 1
+        self._journal = _Journal()
+
+    def _evict(self, now: float | None = None) -> tuple[tuple[Turn, ...], tuple[Turn, ...]]:
         policy = self.policy
         if self._total <= policy.token_budget:
             return (), ()
-        now = self.clock.now()
+        if now is None:
+            now = self.clock.now()
         phase1: list[Turn] = []
         kept: list[Turn] = []
         for turn in self._turns:
@@ -454,6 +539,7 @@ class Session:
         self._turns = kept
         self._total = total
         self._weak_refs.extend(t.archive_iri for t in (*phase1, *phase2))
+        self._journal.evicted.extend(t.archive_iri for t in (*phase1, *phase2))
         return tuple(phase1), tuple(phase2)
 
     # -- rendering -----------------------------------------------------------------

@@ -165,7 +165,7 @@ def test_numbering_resumes_after_a_reopen_and_archives_stay_out_of_the_graph(tmp
         pa.turn("two", thought="t2", content="c2")
     with MemorySystem.open(tmp_path, runtime="sim") as second:
         pa = second.agent("pa", "PA")
-        assert pa.session()["turns"] == []  # the chain is volatile; the archive is not
+        assert pa.session()["summaries"] == ["one", "two"]  # the open session resumes from the archive
         assert pa.turn("three")["archive_iri"] == "memory:session-pa/block-3"
         assert pa.reload("memory:session-pa/block-1")["thought"] == "t1"
         rows = second.agent("root", "system").query("SELECT ?s WHERE { ?s ?p ?o }")["rows"]
