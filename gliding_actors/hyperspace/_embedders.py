@@ -33,8 +33,6 @@ import json
 import math
 import os
 import time
-import urllib.error
-import urllib.request
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -43,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from gliding_actors._http import check_http_url, post_json
 from gliding_actors.errors import EmbeddingError, InvalidInput, show
 from gliding_actors.hyperspace._text import words
 
@@ -289,9 +288,7 @@ class OpenAIEmbedder:
         url = base_url or source.get(ENV_URL) or source.get("OPENAI_BASE_URL")
         if not url:
             raise EmbeddingError(f"openai embedder: no endpoint (set {ENV_URL} or hyperspace.openai_url)")
-        if not url.startswith(("http://", "https://")):
-            raise InvalidInput(f"openai embedder: the URL must be http(s), not {show(url)}")
-        self.url = url.rstrip("/") + "/embeddings"
+        self.url = check_http_url(url, "openai embedder") + "/embeddings"
         self.model = model or source.get(ENV_MODEL) or "text-embedding-3-small"
         self._key = api_key or source.get(ENV_KEY) or source.get("OPENAI_API_KEY")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -310,29 +307,22 @@ class OpenAIEmbedder:
         return _in_batches(texts, "openai embedder", max(self.dim, 1), self.batch_size, self._batch)
 
     def _batch(self, texts: list[str]) -> Matrix:
-        body = json.dumps({"model": self.model, "input": texts}).encode("utf-8")
-        headers = {"Content-Type": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        last = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self._sleep(self.backoff_s * 2 ** (attempt - 1))
+        def sent() -> None:
             self.requests += 1
-            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 - http(s) checked
-                    raw = response.read()
-            except urllib.error.HTTPError as exc:
-                last = f"HTTP {exc.code}"
-                if exc.code == 429 or exc.code >= 500:
-                    continue
-                raise EmbeddingError(f"openai embedder: {self.url} answered {last}") from None
-            except (urllib.error.URLError, TimeoutError, OSError) as exc:
-                last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-                continue
-            return self._parse(raw, len(texts))
-        raise EmbeddingError(f"openai embedder: {self.url} failed {self.retries + 1} times (last: {last})")
+
+        raw = post_json(
+            self.url,
+            {"model": self.model, "input": texts},
+            who="openai embedder",
+            fail=EmbeddingError,
+            api_key=self._key,
+            timeout_s=self.timeout_s,
+            retries=self.retries,
+            backoff_s=self.backoff_s,
+            sleep=self._sleep,
+            sent=sent,
+        )
+        return self._parse(raw, len(texts))
 
     def _parse(self, raw: bytes, count: int) -> Matrix:
         def bad(why: str) -> EmbeddingError:
