@@ -11,6 +11,7 @@ anything is sent, so bad input is refused with
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -40,6 +41,7 @@ from gliding_actors.errors import InvalidInput, PermissionDenied, show
 from gliding_actors.l1._actor import session_actor_name, turn_request
 from gliding_actors.l1._archive import reload_turn
 from gliding_actors.l1._session import check_embedding
+from gliding_actors.llm import Summarizer, parse_answer
 from gliding_actors.roles import ROLES
 from gliding_actors.runtime import BaseFuture, CompletedFuture, Future, MappedFuture
 
@@ -400,6 +402,42 @@ class Agent(CoordinationOps):
 
     submit_turn = turn.submit
 
+    def turn_from(
+        self,
+        answer: object,
+        *,
+        summarizer: Summarizer | None = None,
+        role: str = "assistant",
+        supplement: bool = False,
+        relevance: float | None = None,
+        cites: Iterable[str] | dict[str, int] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Record an LLM's answer as this agent's turn: :meth:`turn` with its thought, content and summary.
+
+        ``answer`` is the model's text (parsed and repaired by
+        :func:`gliding_actors.llm.parse_answer`: a code fence or prose around
+        the JSON object is fine), an object with the keys, or an
+        :class:`~gliding_actors.llm.Answer`. A missing summary is written by
+        ``summarizer`` (default: the extractive one, no model needed). A text
+        that holds no such answer is :class:`~gliding_actors.errors.MalformedAnswer`
+        and records nothing. Returns :meth:`turn`'s result plus ``answer``
+        (``{thought, content, summary, summarized}``), so the caller acts on
+        the content it parsed.
+        """
+        parsed = parse_answer(answer, summarizer=summarizer)
+        result = self.turn(
+            parsed.summary,
+            thought=parsed.thought,
+            content=parsed.content,
+            role=role,
+            supplement=supplement,
+            relevance=relevance,
+            cites=cites,
+            timeout=timeout,
+        )
+        return {**result, "answer": parsed.to_dict()}
+
     @operation
     def session(self, *, timeout: float | None = None) -> Call[dict[str, Any], dict[str, Any]]:
         """This agent's chain: ``{turns, summaries, tokens, weak_refs, counter, budget, query}``."""
@@ -634,6 +672,34 @@ class AsyncAgent:
     async def reload(self, iri: str) -> dict[str, Any]:
         """Awaitable :meth:`Agent.reload`: one LevelDB read by key (microseconds), done in place."""
         return self._agent.reload(iri)
+
+    async def turn_from(
+        self,
+        answer: object,
+        *,
+        summarizer: Summarizer | None = None,
+        role: str = "assistant",
+        supplement: bool = False,
+        relevance: float | None = None,
+        cites: Iterable[str] | dict[str, int] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Awaitable :meth:`Agent.turn_from` (a summarizer, which may ask a model, runs in a worker thread)."""
+        if summarizer is None:
+            parsed = parse_answer(answer)
+        else:
+            parsed = await asyncio.to_thread(parse_answer, answer, summarizer=summarizer)
+        result = await self.turn(
+            parsed.summary,
+            thought=parsed.thought,
+            content=parsed.content,
+            role=role,
+            supplement=supplement,
+            relevance=relevance,
+            cites=cites,
+            timeout=timeout,
+        )
+        return {**result, "answer": parsed.to_dict()}
 
     async def set_task(self, task: str | None) -> None:
         """Awaitable :meth:`Agent.set_task`: a local note, done in place."""

@@ -7,7 +7,8 @@ tell them apart::
     GlidingError
     ├── InvalidInput            bad input; nothing was changed
     │   ├── ConfigError         a configuration key or value is wrong
-    │   └── ScenarioFormatError a scenario file is malformed (FILE:LINE:COL)
+    │   ├── ScenarioFormatError a scenario file is malformed (FILE:LINE:COL)
+    │   └── MalformedAnswer     an LLM's answer is not {thought, content, summary}
     ├── PermissionDenied        the agent's role may not touch that graph
     │   └── SignatureError      a skill's signature is missing, malformed, untrusted or wrong
     ├── ConflictError           a compare-and-set or fencing check lost a race
@@ -19,7 +20,8 @@ tell them apart::
     ├── StorageError            durable storage cannot be used as it is
     │   ├── IncompatibleFormat  written by a newer format version
     │   └── CorruptRecord       a stored record does not decode
-    └── EmbeddingError          an embedder could not embed a text (never a zero vector)
+    ├── EmbeddingError          an embedder could not embed a text (never a zero vector)
+    └── LLMError                an LLM endpoint could not be asked, or answered no chat reply
 
 The scenario format names errors by class name (``error: ConflictError``), so
 these names are part of the public contract: never rename one.
@@ -45,6 +47,8 @@ __all__ = [
     "GlidingError",
     "IncompatibleFormat",
     "InvalidInput",
+    "LLMError",
+    "MalformedAnswer",
     "PermissionDenied",
     "ScenarioFormatError",
     "SignatureError",
@@ -167,6 +171,19 @@ class EmbeddingError(GlidingError):
     """An embedder could not turn a text into a vector (a model missing, an
     endpoint down or answering nonsense). Never papered over with a zero or
     random vector: the caller falls back to another embedder or indexes nothing."""
+
+
+class LLMError(GlidingError):
+    """An LLM could not be asked (an endpoint down, refusing, timing out) or
+    its reply was not a chat answer at all. The text of a well-formed reply
+    that is not the expected ``{thought, content, summary}`` answer is a
+    :class:`MalformedAnswer` instead."""
+
+
+class MalformedAnswer(InvalidInput):
+    """An LLM's answer is not the ``{thought, content, summary}`` object, even
+    after the repairs :func:`gliding_actors.llm.parse_answer` tries; refused
+    before anything changed. The message says what was wrong."""
 
 
 def show(value: object) -> str:

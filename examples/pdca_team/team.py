@@ -1,11 +1,14 @@
 """A five-agent team working one software task through a PDCA loop, offline.
 
 SA (schedules), PA (plans), DA (does), CA (checks) and AA (decides) share one
-``MemorySystem``. The "LLM" is scripted: every step takes the next canned
-``{thought, content, summary}`` response from ``script.json``, so a run is
-deterministic and needs no network — and the script's *content* still steers
-the loop (CA's "Review: FAIL" sends the team round again; AA's "Decision:
-accept" ends it), the way a real model's answer would.
+``MemorySystem``. The team talks to its model only through the library's LLM
+seam (``gliding_actors.llm``, docs/LLM.md): ``llm(messages) -> text``, then
+``agent.turn_from(text)``. Here the model is scripted: ``ScriptedLLM`` answers
+each call with the next canned ``{thought, content, summary}`` response from
+``script.json``, so a run is deterministic and needs no network — and the
+script's *content* still steers the loop (CA's "Review: FAIL" sends the team
+round again; AA's "Decision: accept" ends it), the way a real model's answer
+would. A real model is one line: ``PDCATeam(memory, OpenAIChat(...), task)``.
 
 What each part of the library is used for, and why:
 
@@ -14,8 +17,9 @@ What each part of the library is used for, and why:
   agents' archived turns, confined to what the role may read), within a token
   budget. No ``set_task``: it is not recorded, so a replayed context would
   lack the projection (docs/RECORDING.md);
-* ``agent.turn(summary, thought=..., content=...)`` after it: the summary
-  stays in the agent's context, the full thought and content go to L0;
+* ``llm(prompt_messages(context, request, system=...))`` and
+  ``agent.turn_from(reply)`` after it: the summary stays in the agent's
+  context, the full thought and content go to L0;
 * the task DAG: SA opens ``task:rate-limit`` with Plan → Do → Check → Act
   children (``create_task``, ``depend``, ``task_layers``); each is completed
   when its phase is done for good (Do/Check/Act only once AA accepts);
@@ -41,19 +45,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from gliding_actors import MemorySystem, VirtualClock
 from gliding_actors.agent import Agent
 from gliding_actors.errors import InvalidInput
+from gliding_actors.llm import LLM, Answer, prompt_messages
 
 SCRIPT = Path(__file__).resolve().parent / "script.json"
 SCRIPT_FORMAT = "gliding-actors/scripted-llm@1"
 TEAM = (("sa", "SA"), ("pa", "PA"), ("da", "DA"), ("ca", "CA"), ("aa", "AA"))
+#: What each role is told; the loop reads CA's and AA's content, so their prompts pin its first word.
+SYSTEM = {
+    "SA": "You are the team's scheduler: you open and close the task.",
+    "PA": "You are the planner: write the steps of the plan.",
+    "DA": "You are the developer: write the code the plan asks for.",
+    "CA": "You are the reviewer: start the content with 'Review: PASS' or 'Review: FAIL', then the findings.",
+    "AA": "You are the decider: start the content with 'Decision: accept' or 'Decision: revise', then why.",
+}
+#: The line of the system message naming the step (what ScriptedLLM checks its script against).
+_STEP = re.compile(r"^Agent: (\S+)\. Step: (\S+)\.$", re.MULTILINE)
 TOP = "task:rate-limit"
 PHASES = ("plan", "do", "check", "act")
 REPO = "repo:api"
@@ -72,13 +87,14 @@ class Response:
 
 
 class ScriptedLLM:
-    """Answers from a file, in order; a step the script does not expect next is an error.
+    """An :class:`~gliding_actors.llm.LLM` answering from a file, in order; a step it does not expect next is an error.
 
     The whole file is checked when it is loaded, before the team does
-    anything, so a malformed script changes no memory. Each call names the
-    agent and the step it is for: a team whose control flow drifted from the
-    script (one round too many, a role answering out of turn) fails loudly
-    instead of replaying someone else's answer.
+    anything, so a malformed script changes no memory. Each call's system
+    message names the agent and the step it is for (``Agent: pa. Step:
+    plan.``): a team whose control flow drifted from the script (one round
+    too many, a role answering out of turn) fails loudly instead of
+    replaying someone else's answer.
     """
 
     def __init__(self, path: str | Path = SCRIPT) -> None:
@@ -112,8 +128,17 @@ class ScriptedLLM:
     def remaining(self) -> int:
         return len(self._responses) - self._next
 
-    def respond(self, agent: str, step: str, prompt: str) -> Response:
-        """The next response, which must be ``agent``'s for ``step``. ``prompt`` is what a real LLM would get."""
+    def __call__(self, messages: Sequence[Mapping[str, str]]) -> str:
+        """The next response, as a model would write it, for the step the system message names."""
+        named = _STEP.search(messages[0]["content"]) if messages else None
+        if named is None:
+            raise InvalidInput("the scripted LLM needs a system message naming 'Agent: X. Step: Y.'")
+        response = self.respond(named.group(1), named.group(2))
+        answer = {"thought": response.thought, "content": response.content, "summary": response.summary}
+        return json.dumps(answer)
+
+    def respond(self, agent: str, step: str) -> Response:
+        """The next response, which must be ``agent``'s for ``step``."""
         if self._next >= len(self._responses):
             raise InvalidInput(f"the LLM script has no response left for {agent} {step}")
         response = self._responses[self._next]
@@ -158,26 +183,30 @@ def _word_after(prefix: str, content: str) -> str:
 class PDCATeam:
     """The orchestrator: one method per role step, each a context → LLM → turn → memory cycle."""
 
-    def __init__(self, memory: MemorySystem, llm: ScriptedLLM, *, max_tokens: int = 400, latency_s: float = 2.0) -> None:
+    def __init__(
+        self, memory: MemorySystem, llm: LLM, task: str, *, max_tokens: int = 400, latency_s: float = 2.0
+    ) -> None:
         self.memory = memory
         self.llm = llm
+        self.task = task
         self.max_tokens = max_tokens
         self.latency_s = latency_s
         self.agents: dict[str, Agent] = {agent: memory.agent(agent, role) for agent, role in TEAM}
         self.report = TeamReport()
 
     # -- one LLM step ------------------------------------------------------------
-    def step(self, agent_id: str, step: str, query: str, *, cites: Sequence[str] = ()) -> Response:
-        """Assemble the role's context, ask the (scripted) LLM, record the turn."""
+    def step(self, agent_id: str, step: str, query: str, *, cites: Sequence[str] = ()) -> Answer:
+        """Assemble the role's context, ask the LLM, record its answer as the agent's turn."""
         agent = self.agents[agent_id]
         ctx = agent.context(query, max_tokens=self.max_tokens)
         self.report.context_tokens.setdefault(agent_id, []).append(int(ctx["tokens"]))
-        response = self.llm.respond(agent_id, step, ctx["text"])
+        system = f"{SYSTEM[agent.role]}\nAgent: {agent_id}. Step: {step}."
+        reply = self.llm(prompt_messages(ctx["text"], query, system=system))
         clock = self.memory.clock
         if isinstance(clock, VirtualClock):  # the model's latency, on an injected clock
             clock.advance(self.latency_s)
-        agent.turn(response.summary, thought=response.thought, content=response.content, cites=list(cites) or None)
-        return response
+        recorded = agent.turn_from(reply, cites=list(cites) or None)
+        return Answer(**recorded["answer"])
 
     # -- the loop ----------------------------------------------------------------
     def run(self) -> TeamReport:
@@ -205,17 +234,17 @@ class PDCATeam:
 
     def kickoff(self, sa: Agent) -> None:
         sa.heartbeat("working", "kickoff")
-        sa.write("intent:rate-limit", {"request": self.llm.task}, tags=["user_intent"])
+        sa.write("intent:rate-limit", {"request": self.task}, tags=["user_intent"])
         sa.create_task(TOP)
         for phase in PHASES:
             sa.create_task(_phase(phase), parent=TOP)
         for before, after in zip(PHASES, PHASES[1:]):
             sa.depend(_phase(after), _phase(before))
         self.report.layers = sa.task_layers(TOP)
-        self.step("sa", "kickoff", self.llm.task, cites=["intent:rate-limit"])
+        self.step("sa", "kickoff", self.task, cites=["intent:rate-limit"])
 
     def plan(self, pa: Agent) -> None:
-        response = self.step("pa", "plan", self.llm.task, cites=["intent:rate-limit"])
+        response = self.step("pa", "plan", self.task, cites=["intent:rate-limit"])
         pa.write("plan:rate-limit", {"task": TOP, "steps": response.content}, graph="plan")
         self.report.ready_after["plan"] = pa.complete_task(_phase("plan"))
 
@@ -284,8 +313,6 @@ class PDCATeam:
         self.step("sa", "close", "rate limit task status", cites=["fact:rate-limit-contract"])
         self.report.ready_after["top"] = sa.complete_task(TOP)
         sa.heartbeat("idle")
-        if self.llm.remaining:
-            raise InvalidInput(f"the team finished with {self.llm.remaining} scripted responses unused")
 
 
 def run_team(memory: MemorySystem, script: str | Path = SCRIPT, *, max_tokens: int = 400) -> TeamReport:
@@ -298,7 +325,10 @@ def run_team(memory: MemorySystem, script: str | Path = SCRIPT, *, max_tokens: i
     archive order of same-second turns would be the simulator's tie-break).
     """
     llm = ScriptedLLM(script)
-    return PDCATeam(memory, llm, max_tokens=max_tokens).run()
+    report = PDCATeam(memory, llm, llm.task, max_tokens=max_tokens).run()
+    if llm.remaining:
+        raise InvalidInput(f"the team finished with {llm.remaining} scripted responses unused")
+    return report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
