@@ -144,9 +144,11 @@ def _parser() -> argparse.ArgumentParser:
         help="text embedder of a suite that embeds (context; default: the library's, hash)",
     )
 
+    from gliding_actors._window_cli import add_window_parsers
     from gliding_actors.skills._cli import add_skill_parser
 
     add_skill_parser(sub)  # skill import|sign|verify|list (docs/SKILLS.md)
+    add_window_parsers(sub)  # inspect | export | import
     return parser
 
 
@@ -171,6 +173,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gliding_actors.skills._cli import run_skill
 
         return run_skill(args)
+    if args.command in ("inspect", "export", "import"):
+        from gliding_actors._window_cli import run_window
+
+        return run_window(args)
     commands = {"replay": _replay, "demo": _demo, "bench": _bench, "convert": _convert, "repair": _repair}
     return commands[args.command](args)  # argparse accepts no other command
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from gliding_actors._checks import check_iri
 from gliding_actors._crashes import CrashOps
+from gliding_actors._dataset import export_lines, parse_dataset, write_lines
 from gliding_actors._l0_layout import check_l0_layout, record_l0_layout
 from gliding_actors._supervision import SUPERVISOR_ACTOR, Supervision, SupervisorActor
 from gliding_actors.agent import ROLES, Agent
@@ -711,6 +712,38 @@ class MemorySystem(CrashOps):
     def flush(self, *, timeout: float | None = None) -> int:
         """Blocking :meth:`submit_flush`; returns how many lines were written."""
         return self.submit_flush().get(timeout)
+
+    def export(self, format: str = "jsonld", *, graph: str | None = None, timeout: float | None = None) -> str:
+        """Every live line (of ``graph`` only, if given) as a ``jsonld`` or ``nquads`` document (docs/L2.md).
+
+        Dirty copies are recalled first, so every completed write is in it.
+        Deterministic: the same data exports byte for byte the same.
+        """
+        self.submit_recall().get(timeout)
+        with self._graph_lock:
+            lines = self.graph.lines()
+        return export_lines(lines, format, graph)
+
+    def import_dataset(
+        self, text: str, format: str, *, role: str = "system", agent: str | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Write the lines of an exported dataset through agent ``agent`` with ``role``; ``{lines, graphs}``.
+
+        ``agent`` defaults to ``import-<role>`` (an id is bound to one role).
+
+        The normal write path, permissions and all; every line is checked
+        before the first is written, so a refused dataset changes nothing.
+        """
+        lines = parse_dataset(text, format)
+        writer = self.agent(agent or f"import-{str(role).lower()}", role)
+        return write_lines(
+            lines,
+            writer,
+            may=lambda g, action: self.permissions.allowed(role, g, action),
+            known=self.line_graphs.known,
+            check_value=self.graph.check_value,
+            timeout=timeout,
+        )
 
     def _reopen(self) -> MemorySystem:
         """A new memory over the same L0, configuration, runtime kind, clock and seed (after a crash)."""
