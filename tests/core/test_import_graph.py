@@ -41,6 +41,7 @@ ABOVE_FACADE = (
     "gliding_actors.integrations.*",
     "gliding_actors.metrics._exporter",
     "gliding_actors.skills._cli",
+    "gliding_actors._window_cli",
 )
 #: the layers: what the memory is made of
 LAYERS = ("l0", "l1", "l2", "l3", "coherence", "hyperspace", "context", "skills", "metrics")
