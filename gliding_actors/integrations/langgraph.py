@@ -10,21 +10,25 @@ gets its own store over its own agent.
 
 **Mapping** (a contract: stored data depends on it):
 
-* namespace ``(l1, ..., ln)`` → named graph ``lg:<l1>/.../<ln>``, each label
-  percent-encoded (``urllib.parse.quote(label, safe="")``, so ``/``, spaces
-  and ``%`` in a label cannot change the path). The role needs the rights of
-  the action in that graph (``permissions`` config, e.g.
-  ``{"PA": {"lg:memories/alice": "crud"}}`` or ``{"PA": {"*": "crud"}}``);
-  a refusal is :class:`~gliding_actors.errors.PermissionDenied` and nothing
-  is sent.
-* ``(namespace, key)`` → line IRI ``lgs:<l1>/.../<ln>/<key>``, every part
-  percent-encoded the same way: the last segment is always the key, so two
-  items never share an IRI.
+* every item is a line in **one named graph**, ``graph=`` or by default the
+  first graph the agent's role has every right in (the default table: PA
+  ``plan``, DA ``execution``, CA ``review``, AA ``decision``, SA and
+  ``system`` ``shared``), so a store works on the default configuration;
+  other roles read it as the permission matrix says. A store whose role has
+  no such graph must be given one; a refused action is
+  :class:`~gliding_actors.errors.PermissionDenied` and nothing is sent.
+* ``(namespace, key)`` → line IRI ``lgs:<l1>/.../<ln>/<key>``, each label and
+  the key percent-encoded (``urllib.parse.quote(label, safe="")``, so ``/``,
+  spaces and ``%`` cannot change the path): the last segment is always the
+  key, so two items never share an IRI.
 * the line's value: ``{"lgNamespace": "<l1>/.../<ln>" (encoded), "lgKey": key,
   "lgValue": <the item's value as canonical JSON text>, "lgCreatedAt",
-  "lgUpdatedAt"}`` (seconds of the memory's injected clock). The value is kept
-  as text so any JSON object round-trips unchanged (keys such as ``@id``
-  would otherwise mean something to JSON-LD); hybrid search indexes that text.
+  "lgUpdatedAt"}`` (seconds of the memory's injected clock), tagged
+  ``lgns:<l1>``, ``lgns:<l1>/<l2>``, ... (each namespace prefix, encoded), so
+  a search is confined to a prefix by the index itself. The value is kept as
+  text (UTF-8, not escaped) so any JSON object round-trips unchanged (keys
+  such as ``@id`` would otherwise mean something to JSON-LD); hybrid search
+  indexes that text.
 
 **Operations.** ``get`` is a coherent read (a hit costs no message). ``put`` is
 a read then a ``cas`` on the version read, retried on a lost race, so
@@ -32,12 +36,16 @@ a read then a ``cas`` on the version read, retried on a lost race, so
 the version check (``ConflictError`` when the item moved on) and
 :meth:`GlidingStore.version` the current version (0: absent). ``put`` with
 ``None`` and ``delete`` write a tombstone (needs the ``delete`` right);
-deleting a missing item does nothing. ``search`` with a ``query`` ranks by the
-memory's hybrid search (:meth:`Agent.search`); without one, items come in
-(namespace, key) order; the candidates are found by SPARQL over the graphs the
-role may read (coherent: dirty lines are recalled first), then ``filter``
-(equality, or ``$eq $ne $gt $gte $lt $lte`` on top-level keys) and
-``offset``/``limit`` apply. ``list_namespaces`` lists namespaces holding at
+deleting a missing item does nothing. ``search`` finds every item under the
+prefix the role may read, by SPARQL (coherent: dirty lines are recalled
+first); with a ``query`` (an empty one is none) they are ranked by the
+memory's hybrid search confined to that prefix (:meth:`Agent.search`), each
+with a ``score`` in [0, 1] (its fused score over the best a document can get;
+0 for an item the query does not match, ranked after the matches in
+(namespace, key) order); without one they come in (namespace, key) order
+with ``score`` None. Then ``filter`` (equality, or ``$eq $ne $gt $gte $lt
+$lte`` on top-level keys) and ``offset``/``limit`` apply. A namespace prefix
+or match path may be given as a list. ``list_namespaces`` lists namespaces holding at
 least one live item. Indexing options and TTLs are not supported (``ttl`` is
 refused: ``supports_ttl`` is False; ``index`` is accepted and ignored — every
 item is indexed whole).
@@ -60,6 +68,7 @@ from urllib.parse import quote, unquote
 
 from gliding_actors.agent import Agent
 from gliding_actors.errors import ConflictError, InvalidInput, show
+from gliding_actors.l2._permissions import ACTIONS, DEFAULT_GRAPH, GRAPHS
 
 try:
     from langgraph.store.base import (
@@ -78,10 +87,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "gliding_actors.integrations.langgraph needs the 'langgraph' extra: pip install 'gliding-actors[langgraph]'"
     ) from exc
 
-__all__ = ["GlidingStore", "item_iri", "namespace_graph"]
+__all__ = ["GlidingStore", "item_iri", "namespace_tags", "own_graph"]
 
-GRAPH_PREFIX = "lg:"
 IRI_PREFIX = "lgs:"
+#: An item's tags: this and each prefix of its encoded namespace (``lgns:a``, ``lgns:a/b``).
+TAG_PREFIX = "lgns:"
 _NS = "https://gliding-actors.dev/ns#"
 _ITEMS_QUERY = (
     f"SELECT ?s ?ns ?key WHERE {{ ?s <{_NS}lgNamespace> ?ns ; <{_NS}lgKey> ?key }}"
@@ -95,7 +105,13 @@ def _enc(label: str) -> str:
 
 
 def _check_namespace(namespace: object, *, allow_empty: bool = False) -> tuple[str, ...]:
-    """LangGraph's rules (non-empty string labels, no ``.``, no NUL, root not ``langgraph``) as InvalidInput."""
+    """LangGraph's rules for labels (non-empty strings, no ``.``, no NUL) as InvalidInput; a list is a tuple.
+
+    The root label ``langgraph`` is refused by ``BaseStore.put`` itself, not
+    here: a batch may hold it, as LangGraph's own stores allow.
+    """
+    if isinstance(namespace, list):
+        namespace = tuple(namespace)
     if not isinstance(namespace, tuple):
         raise InvalidInput(f"a namespace is a tuple of strings, not {show(namespace)}")
     if not namespace and not allow_empty:
@@ -105,8 +121,6 @@ def _check_namespace(namespace: object, *, allow_empty: bool = False) -> tuple[s
             raise InvalidInput(
                 f"namespace label {show(label)} in {show(namespace)}: labels are non-empty strings without '.' or NUL"
             )
-    if namespace and namespace[0] == "langgraph" and not allow_empty:
-        raise InvalidInput(f'the root label of a namespace cannot be "langgraph": {show(namespace)}')
     return namespace
 
 
@@ -116,9 +130,18 @@ def _check_key(key: object) -> str:
     return key
 
 
-def namespace_graph(namespace: tuple[str, ...]) -> str:
-    """The named graph of ``namespace``: ``lg:`` and its percent-encoded labels joined by ``/``."""
-    return GRAPH_PREFIX + "/".join(_enc(label) for label in _check_namespace(namespace))
+def namespace_tags(namespace: tuple[str, ...]) -> list[str]:
+    """An item's tags: ``lgns:`` and each prefix of its percent-encoded namespace."""
+    labels = [_enc(label) for label in _check_namespace(namespace)]
+    return [TAG_PREFIX + "/".join(labels[: n + 1]) for n in range(len(labels))]
+
+
+def own_graph(role: str, allowed: Any) -> str | None:
+    """The first graph ``role`` may create, read, update and delete in (``allowed(role, graph, action)``)."""
+    for graph in (*GRAPHS[:-1], DEFAULT_GRAPH) if role != "system" else (DEFAULT_GRAPH,):
+        if all(allowed(role, graph, action) for action in ACTIONS):
+            return graph
+    return None
 
 
 def item_iri(namespace: tuple[str, ...], key: str) -> str:
@@ -178,10 +201,21 @@ class GlidingStore(BaseStore):
 
     supports_ttl = False
 
-    def __init__(self, agent: Agent, *, timeout: float | None = None) -> None:
+    def __init__(self, agent: Agent, *, graph: str | None = None, timeout: float | None = None) -> None:
         if not isinstance(agent, Agent):
             raise InvalidInput(f"GlidingStore is bound to an Agent, not {type(agent).__name__}")
         self.agent = agent
+        permissions = agent.system.permissions
+        chosen = graph if graph is not None else own_graph(agent.role, permissions.allowed)
+        if chosen is None:
+            raise InvalidInput(
+                f"role {agent.role} has no graph it may create, read, update and delete in: pass graph= "
+                "(and give the role those rights there in the permissions config)"
+            )
+        if not isinstance(chosen, str) or not chosen:
+            raise InvalidInput(f"graph is a graph name, not {show(chosen)}")
+        #: the named graph every item of this store is written in
+        self.graph = chosen
         self.timeout = timeout
 
     # -- checks ----------------------------------------------------------------
@@ -205,13 +239,13 @@ class GlidingStore(BaseStore):
             for name, n in (("limit", op.limit), ("offset", op.offset)):
                 if isinstance(n, bool) or not isinstance(n, int) or n < 0:
                     raise InvalidInput(f"search {name} is an integer >= 0, not {show(n)}")
-            if op.query is not None and (not isinstance(op.query, str) or not op.query.strip()):
-                raise InvalidInput(f"a search query is a non-empty string or None, not {show(op.query)}")
+            if op.query is not None and not isinstance(op.query, str):
+                raise InvalidInput(f"a search query is a string or None, not {show(op.query)}")
         elif isinstance(op, ListNamespacesOp):
             for cond in op.match_conditions or ():
                 if cond.match_type not in ("prefix", "suffix"):
                     raise InvalidInput(f"match type is 'prefix' or 'suffix', not {show(cond.match_type)}")
-                if not isinstance(cond.path, tuple) or not all(isinstance(p, str) and p for p in cond.path):
+                if not isinstance(cond.path, (tuple, list)) or not all(isinstance(p, str) and p for p in cond.path):
                     raise InvalidInput(f"a match path is a tuple of non-empty strings ('*' matches any), not {show(cond.path)}")
             if op.max_depth is not None and (isinstance(op.max_depth, bool) or not isinstance(op.max_depth, int)
                                              or op.max_depth < 1):
@@ -270,7 +304,7 @@ class GlidingStore(BaseStore):
         return {
             "lgNamespace": "/".join(_enc(label) for label in namespace),
             "lgKey": key,
-            "lgValue": json.dumps(dict(value), sort_keys=True, separators=(",", ":"), allow_nan=False),
+            "lgValue": json.dumps(dict(value), sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False),
             "lgCreatedAt": now if created is None else created,
             "lgUpdatedAt": now,
         }
@@ -288,7 +322,7 @@ class GlidingStore(BaseStore):
         node = current["value"]
         created = None if node is None else float(node["lgCreatedAt"])
         result = self.agent.cas(iri, version, self._node(namespace, key, value, created),
-                                graph=namespace_graph(namespace), timeout=self.timeout)
+                                graph=self.graph, tags=namespace_tags(namespace), timeout=self.timeout)
         return int(result["version"])
 
     def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None) -> None:
@@ -303,7 +337,7 @@ class GlidingStore(BaseStore):
             created = None if node is None else float(node["lgCreatedAt"])
             try:
                 self.agent.cas(iri, int(current["version"]), self._node(namespace, key, value, created),
-                               graph=namespace_graph(namespace), timeout=self.timeout)
+                               graph=self.graph, tags=namespace_tags(namespace), timeout=self.timeout)
                 return
             except ConflictError:
                 continue  # another agent wrote in between: read again, keep its created_at
@@ -321,15 +355,29 @@ class GlidingStore(BaseStore):
                 found.append((str(row["s"]), namespace, str(row["key"])))
         return sorted(found, key=lambda r: (r[1], r[2]))
 
+    def _best_score(self) -> float:
+        """The highest fused score a document can get: what scores are divided by to land in [0, 1]."""
+        c = self.agent.system.config.hyperspace
+        weights = c.w_text + c.w_lexical + c.w_structure + c.w_tags
+        return weights / (c.rrf_k + 1) if c.fusion == "rrf" else weights
+
     def _search(self, op: SearchOp) -> list[SearchItem]:
-        candidates = {iri: (ns, key) for iri, ns, key in self._live_items(op.namespace_prefix)}
+        prefix = _check_namespace(op.namespace_prefix, allow_empty=True)
+        candidates = {iri: (ns, key) for iri, ns, key in self._live_items(prefix)}
         wanted = op.offset + op.limit
-        if op.query is None:
+        if not op.query or not op.query.strip() or not candidates:
             ranked: list[tuple[str, float | None]] = [(iri, None) for iri in candidates]
         else:
-            k = max(50, 4 * wanted)
-            hits = self.agent.search(op.query, k=k, timeout=self.timeout)
-            ranked = [(iri, float(score)) for iri, score in zip(hits["iris"], hits["scores"]) if iri in candidates]
+            confine = {"tags": [namespace_tags(prefix)[-1]]} if prefix else None
+            hits = self.agent.search(op.query, k=min(10_000, len(candidates)), filters=confine, timeout=self.timeout)
+            best = self._best_score()
+            ranked = [
+                (iri, min(1.0, round(float(score) / best, 6)))
+                for iri, score in zip(hits["iris"], hits["scores"])
+                if iri in candidates
+            ]
+            found = {iri for iri, _score in ranked}
+            ranked += [(iri, 0.0) for iri in candidates if iri not in found]
         out: list[SearchItem] = []
         for iri, score in ranked:
             ns, key = candidates[iri]
@@ -346,7 +394,7 @@ class GlidingStore(BaseStore):
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         spaces = sorted({ns for _iri, ns, _key in self._live_items(())})
         for cond in op.match_conditions or ():
-            path = cond.path
+            path = tuple(cond.path)
             if cond.match_type == "prefix":
                 spaces = [ns for ns in spaces if len(ns) >= len(path)
                           and all(p in ("*", n) for p, n in zip(path, ns[: len(path)]))]

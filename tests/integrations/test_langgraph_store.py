@@ -14,14 +14,12 @@ from langgraph.store.base import GetOp, ListNamespacesOp, PutOp, SearchOp  # noq
 
 from gliding_actors import InvalidInput, MemorySystem, PermissionDenied, VirtualClock  # noqa: E402
 from gliding_actors.errors import ConflictError  # noqa: E402
-from gliding_actors.integrations.langgraph import GlidingStore, item_iri, namespace_graph  # noqa: E402
-
-GRANTS = {"permissions": {"PA": {"*": "crud"}, "DA": {"*": "r"}}}
+from gliding_actors.integrations.langgraph import GlidingStore, item_iri, namespace_tags  # noqa: E402
 
 
 @pytest.fixture
 def memory() -> Iterator[MemorySystem]:
-    with MemorySystem.open(config=GRANTS, clock=VirtualClock(1_000.0)) as mem:
+    with MemorySystem.open(clock=VirtualClock(1_000.0)) as mem:  # the default configuration
         yield mem
 
 
@@ -48,7 +46,7 @@ def test_put_get_round_trips_any_json_object_and_keeps_created_at(store: Gliding
 
 
 def test_the_mapping_escapes_labels_and_keys(store: GlidingStore) -> None:
-    assert namespace_graph(("a b", "c/d")) == "lg:a%20b/c%2Fd"
+    assert namespace_tags(("a b", "c/d")) == ["lgns:a%20b", "lgns:a%20b/c%2Fd"]
     assert item_iri(("a",), "b/c") != item_iri(("a", "b"), "c")
     store.put(("a b", "c/d"), "k/1 %", {"x": 1})
     store.put(("a b",), "c/d", {"x": 2})
@@ -143,7 +141,6 @@ def test_async_variants_give_the_same_answers(store: GlidingStore) -> None:
     [
         PutOp((), "k", {"v": 1}),                       # empty namespace
         PutOp(("a.b",), "k", {"v": 1}),                 # a period in a label
-        PutOp(("langgraph",), "k", {"v": 1}),           # reserved root
         PutOp(("ok",), "", {"v": 1}),                   # empty key
         PutOp(("ok",), "k", ["not", "a", "mapping"]),   # type: ignore[arg-type]
         PutOp(("ok",), "k", {"x": float("nan")}),       # not JSON
@@ -166,20 +163,64 @@ def test_bad_input_is_invalid_input_and_a_batch_holding_it_changes_nothing(
     assert store.list_namespaces() == [("ok",)]
 
 
-def test_the_role_must_be_allowed_in_the_namespace_graph(memory: MemorySystem, store: GlidingStore) -> None:
+def test_the_store_writes_in_its_roles_own_graph_and_the_matrix_decides_the_rest(
+    memory: MemorySystem, store: GlidingStore
+) -> None:
+    assert store.graph == "plan"  # PA's own graph on the default table
     store.put(("team",), "k", {"v": 1})
-    reader = GlidingStore(memory.agent("da", "DA"))  # DA: read-only everywhere (config above)
+    assert memory.inspect(item_iri(("team",), "k"))["caches"]["pa"] == "M"
+    reader = GlidingStore(memory.agent("da", "DA"))  # DA reads plan, writes only in execution
+    assert reader.graph == "execution"
     item = reader.get(("team",), "k")
     assert item is not None and item.value == {"v": 1}
     with pytest.raises(PermissionDenied):
         reader.put(("team",), "k", {"v": 2})
     with pytest.raises(PermissionDenied):
         reader.delete(("team",), "k")
-    outsider = GlidingStore(memory.agent("ca", "CA"))  # CA: no rights in lg:* graphs
-    assert outsider.get(("team",), "k") is None  # as if nobody had put it
-    assert outsider.search(()) == []  # confined to the graphs CA may read
+    reader.put(("da-notes",), "n", {"v": 3})
+    outsider = GlidingStore(memory.agent("pa2", "PA"))  # PA may not read execution
+    assert outsider.get(("da-notes",), "n") is None  # as if nobody had put it
+    assert [i.key for i in outsider.search(())] == ["k"]  # confined to the graphs PA may read
     after = store.get(("team",), "k")
     assert after is not None and after.value == {"v": 1}
+    assert GlidingStore(memory.agent("root", "system")).graph == "shared"
+    assert GlidingStore(memory.agent("aa", "AA"), graph="knowledge").graph == "knowledge"
+
+
+def test_what_langgraphs_own_stores_allow_is_allowed(store: GlidingStore) -> None:
+    """Lists as prefixes and paths, an empty query, the root label "langgraph" inside a batch."""
+    store.put(("a", "b"), "1", {"text": "hello"})
+    store.put(("a", "c"), "2", {"text": "world"})
+    assert store.list_namespaces(prefix=["a"]) == [("a", "b"), ("a", "c")]  # type: ignore[arg-type]
+    assert [i.key for i in store.search(["a"])] == ["1", "2"]  # type: ignore[arg-type]
+    assert [(i.key, i.score) for i in store.search(("a",), query="")] == [("1", None), ("2", None)]
+    store.batch([PutOp(("langgraph", "x"), "k", {"v": 1})])
+    got = store.get(("langgraph", "x"), "k")
+    assert got is not None and got.value == {"v": 1}
+    with pytest.raises(ValueError, match="langgraph"):
+        store.put(("langgraph",), "k", {"v": 1})  # BaseStore.put keeps LangGraph's own rule
+
+
+def test_non_ascii_text_is_searchable(store: GlidingStore) -> None:
+    store.put(("docs",), "ja", {"text": "東京 の 天気 は 晴れ"})
+    store.put(("docs",), "zh", {"text": "北京 烤鸭 很 好吃"})
+    store.put(("docs",), "en", {"text": "the weather in london"})
+    assert [i.key for i in store.search(("docs",), query="東京 天気")][:1] == ["ja"]
+    assert [i.key for i in store.search(("docs",), query="北京 烤鸭")][:1] == ["zh"]
+
+
+def test_a_query_ranks_every_item_under_the_prefix_with_scores_in_0_1(store: GlidingStore) -> None:
+    for n in range(12):
+        store.put(("mem", "alice"), f"noise{n}", {"text": f"alice noted item number {n} about the garden"})
+    store.put(("mem", "alice"), "tea", {"text": "alice likes green tea"})
+    for n in range(30):  # outranking documents outside the prefix must not push alice's items out
+        store.put(("elsewhere",), f"t{n}", {"text": "green tea green tea green tea"})
+    ranked = store.search(("mem", "alice"), query="green tea", limit=20)
+    assert len(ranked) == 13 and ranked[0].key == "tea"  # every item, the match first
+    assert all(i.score is not None and 0.0 <= i.score <= 1.0 for i in ranked)
+    assert ranked[0].score is not None and ranked[0].score > 0
+    scores = [i.score for i in ranked]
+    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
 
 
 def test_a_store_is_bound_to_an_agent() -> None:
