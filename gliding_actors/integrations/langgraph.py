@@ -46,9 +46,20 @@ with a ``score`` in [0, 1] (its fused score over the best a document can get;
 with ``score`` None. Then ``filter`` (equality, or ``$eq $ne $gt $gte $lt
 $lte`` on top-level keys) and ``offset``/``limit`` apply. A namespace prefix
 or match path may be given as a list. ``list_namespaces`` lists namespaces holding at
-least one live item. Indexing options and TTLs are not supported (``ttl`` is
-refused: ``supports_ttl`` is False; ``index`` is accepted and ignored — every
-item is indexed whole).
+least one live item. TTLs are not supported (``ttl`` is refused:
+``supports_ttl`` is False).
+
+**LangGraph's ``index`` config** (``GlidingStore(agent, index={"embed": ...,
+"fields": [...]})``) works as in LangGraph's own stores: ``embed`` is an
+embedding function, a LangChain ``Embeddings``, a ``provider:model`` string,
+or the name of one of this memory's embedders (``hash``, ``onnx``,
+``openai``); at each put the ``fields`` (JSON paths, default ``$``: the whole
+value) are embedded and kept with the item (``lgVectors``), a put with
+``index=False`` is not embedded and ``index=[...]`` chooses its own fields;
+a ``query`` is then scored by cosine to the item's best vector, items without
+one after the scored ones. Without ``index``, a query ranks by the memory's
+hybrid search, as above. ``python tools/langgraph_conformance.py`` runs
+LangGraph's own store tests against this store and ``InMemoryStore``.
 
 **Errors.** Every op of a ``batch`` is checked before any runs: a bad
 namespace, key, value or filter is :class:`~gliding_actors.errors.InvalidInput`
@@ -61,19 +72,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal, cast
 from urllib.parse import quote, unquote
 
 from gliding_actors.agent import Agent
 from gliding_actors.errors import ConflictError, InvalidInput, show
+from gliding_actors.hyperspace import EMBEDDERS, build_embedder
 from gliding_actors.l2._permissions import ACTIONS, DEFAULT_GRAPH, GRAPHS
 
 try:
+    from langchain_core.embeddings import Embeddings
     from langgraph.store.base import (
         BaseStore,
         GetOp,
+        IndexConfig,
         Item,
         ListNamespacesOp,
         Op,
@@ -81,6 +96,9 @@ try:
         Result,
         SearchItem,
         SearchOp,
+        ensure_embeddings,
+        get_text_at_path,
+        tokenize_path,
     )
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -172,6 +190,21 @@ def _check_filter(filter_: object) -> dict[str, Any] | None:
     return dict(filter_)
 
 
+def _cosine(a: list[float], b: list[float]) -> float:
+    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return 0.0 if norms == 0 else sum(x * y for x, y in zip(a, b, strict=False)) / norms
+
+
+def _own_embedder(name: str, config: Any) -> Any:
+    """One of this memory's embedders (``hash``, ``onnx``, ``openai``) as an embedding function."""
+    embedder = build_embedder(name, config)
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        return [[float(x) for x in row] for row in embedder.embed(list(texts))]
+
+    return embed
+
+
 def _matches(value: Mapping[str, Any], filter_: Mapping[str, Any] | None) -> bool:
     if not filter_:
         return True
@@ -201,10 +234,23 @@ class GlidingStore(BaseStore):
 
     supports_ttl = False
 
-    def __init__(self, agent: Agent, *, graph: str | None = None, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        graph: str | None = None,
+        index: IndexConfig | None = None,
+        timeout: float | None = None,
+    ) -> None:
         if not isinstance(agent, Agent):
             raise InvalidInput(f"GlidingStore is bound to an Agent, not {type(agent).__name__}")
         self.agent = agent
+        #: LangGraph's ``index`` config: items embedded at put, a query scored by cosine (None: hybrid search)
+        self.index_config: IndexConfig | None = None
+        self.embeddings: Embeddings | None = None
+        self._fields: list[tuple[str, Any]] = []
+        if index is not None:
+            self._set_index(index)
         permissions = agent.system.permissions
         chosen = graph if graph is not None else own_graph(agent.role, permissions.allowed)
         if chosen is None:
@@ -217,6 +263,34 @@ class GlidingStore(BaseStore):
         #: the named graph every item of this store is written in
         self.graph = chosen
         self.timeout = timeout
+
+    def _set_index(self, index: IndexConfig) -> None:
+        if not isinstance(index, Mapping):
+            raise InvalidInput(f"index is LangGraph's index config (a mapping), not {show(index)}")
+        embed = index.get("embed")
+        if isinstance(embed, str) and embed in EMBEDDERS:  # one of this memory's own embedders, by name
+            embed = _own_embedder(embed, self.agent.system.config.hyperspace)
+        try:
+            self.embeddings = ensure_embeddings(embed)
+        except (ValueError, TypeError, ImportError) as exc:
+            raise InvalidInput(f"index.embed: {exc}") from None
+        self.index_config = cast(IndexConfig, dict(index))
+        fields = index.get("fields") or ["$"]
+        self._fields = [(path, path if path == "$" else tokenize_path(path)) for path in fields]
+
+    def _texts(self, value: Mapping[str, Any], index: Literal[False] | list[str] | None) -> list[tuple[str, str]]:
+        """``(path, text)`` to embed for an item, as LangGraph's stores choose them (``index`` per put)."""
+        if self.embeddings is None or index is False:
+            return []
+        fields = self._fields if index is None else [(p, p if p == "$" else tokenize_path(p)) for p in index]
+        found: list[tuple[str, str]] = []
+        for path, tokens in fields:
+            texts = get_text_at_path(dict(value), tokens)
+            if len(texts) == 1:
+                found.append((path, texts[0]))
+            else:
+                found.extend((f"{path}.{n}", text) for n, text in enumerate(texts))
+        return found
 
     # -- checks ----------------------------------------------------------------
     def _check(self, op: object) -> None:
@@ -267,7 +341,7 @@ class GlidingStore(BaseStore):
             if isinstance(op, GetOp):
                 results.append(self._get(op.namespace, op.key))
             elif isinstance(op, PutOp):
-                self._put(op.namespace, op.key, op.value)
+                self._put(tuple(op.namespace), op.key, op.value, op.index)
                 results.append(None)
             elif isinstance(op, SearchOp):
                 results.append(self._search(op))
@@ -299,9 +373,17 @@ class GlidingStore(BaseStore):
         """The item's line version (0 when it was never written): what :meth:`put_if_version` compares."""
         return int(self.agent.read(item_iri(namespace, key), timeout=self.timeout)["version"])
 
-    def _node(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], created: float | None) -> dict[str, Any]:
+    def _node(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        created: float | None,
+        vectors: Mapping[str, list[float]] | None = None,
+    ) -> dict[str, Any]:
         now = self.agent.system.clock.now()
-        return {
+        extra = {"lgVectors": json.dumps(vectors, separators=(",", ":"))} if vectors else {}
+        return extra | {
             "lgNamespace": "/".join(_enc(label) for label in namespace),
             "lgKey": key,
             "lgValue": json.dumps(dict(value), sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False),
@@ -325,8 +407,19 @@ class GlidingStore(BaseStore):
                                 graph=self.graph, tags=namespace_tags(namespace), timeout=self.timeout)
         return int(result["version"])
 
-    def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None) -> None:
+    def _vectors(self, value: Mapping[str, Any] | None, index: Literal[False] | list[str] | None) -> dict[str, list[float]]:
+        texts = [] if value is None else self._texts(value, index)
+        if not texts:
+            return {}
+        assert self.embeddings is not None
+        rows = self.embeddings.embed_documents([text for _path, text in texts])
+        return {path: [float(x) for x in row] for (path, _text), row in zip(texts, rows, strict=True)}
+
+    def _put(
+        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None, index: Literal[False] | list[str] | None = None
+    ) -> None:
         iri = item_iri(namespace, key)
+        vectors = self._vectors(value, index)
         for _attempt in range(_PUT_RETRIES):
             current = self.agent.read(iri, timeout=self.timeout)
             node = current["value"]
@@ -336,7 +429,7 @@ class GlidingStore(BaseStore):
                 return
             created = None if node is None else float(node["lgCreatedAt"])
             try:
-                self.agent.cas(iri, int(current["version"]), self._node(namespace, key, value, created),
+                self.agent.cas(iri, int(current["version"]), self._node(namespace, key, value, created, vectors),
                                graph=self.graph, tags=namespace_tags(namespace), timeout=self.timeout)
                 return
             except ConflictError:
@@ -365,6 +458,8 @@ class GlidingStore(BaseStore):
         prefix = _check_namespace(op.namespace_prefix, allow_empty=True)
         candidates = {iri: (ns, key) for iri, ns, key in self._live_items(prefix)}
         wanted = op.offset + op.limit
+        if self.embeddings is not None and op.query and candidates:
+            return self._vector_search(op, candidates)
         if not op.query or not op.query.strip() or not candidates:
             ranked: list[tuple[str, float | None]] = [(iri, None) for iri in candidates]
         else:
@@ -390,6 +485,30 @@ class GlidingStore(BaseStore):
             if len(out) >= wanted:
                 break
         return out[op.offset : wanted]
+
+    def _vector_search(self, op: SearchOp, candidates: Mapping[str, tuple[tuple[str, ...], str]]) -> list[SearchItem]:
+        """With an ``index`` config, as LangGraph's stores do: cosine to the query, an item's best vector counts."""
+        assert self.embeddings is not None and op.query is not None
+        query = self.embeddings.embed_query(op.query)
+        scored: list[tuple[float, int, SearchItem]] = []
+        scoreless: list[SearchItem] = []
+        for n, (iri, (ns, key)) in enumerate(candidates.items()):
+            node = self.agent.read(iri, timeout=self.timeout)["value"]
+            if node is None:
+                continue
+            item = self._item(ns, key, node)
+            if not _matches(item.value, op.filter):
+                continue
+            vectors = json.loads(node.get("lgVectors") or "{}")
+            hit = SearchItem(ns, key, item.value, item.created_at, item.updated_at, None)
+            if not vectors:
+                scoreless.append(hit)
+                continue
+            best = max(_cosine(query, vector) for vector in vectors.values())
+            scored.append((best, n, SearchItem(ns, key, item.value, item.created_at, item.updated_at, best)))
+        scored.sort(key=lambda entry: (-entry[0], entry[1]))
+        ranked = [hit for _score, _n, hit in scored] + scoreless
+        return ranked[op.offset : op.offset + op.limit]
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         spaces = sorted({ns for _iri, ns, _key in self._live_items(())})

@@ -226,3 +226,28 @@ def test_a_query_ranks_every_item_under_the_prefix_with_scores_in_0_1(store: Gli
 def test_a_store_is_bound_to_an_agent() -> None:
     with pytest.raises(InvalidInput):
         GlidingStore("pa")  # type: ignore[arg-type]
+
+
+def _axis_embed(texts: list[str]) -> list[list[float]]:
+    """A tiny real embedding function: counts of three marker words."""
+    return [[float(t.lower().count(w)) + 1e-3 for w in ("tea", "coffee", "keys")] for t in texts]
+
+
+def test_an_index_config_embeds_fields_and_scores_by_cosine(memory: MemorySystem) -> None:
+    store = GlidingStore(memory.agent("pa", "PA"), index={"dims": 3, "embed": _axis_embed, "fields": ["text"]})
+    store.put(("m",), "tea", {"text": "green tea, more tea", "other": "coffee coffee coffee"})
+    store.put(("m",), "coffee", {"text": "black coffee"})
+    store.put(("m",), "plain", {"text": "tea"}, index=False)  # kept, not embedded
+    store.put(("m",), "keys", {"note": "rotate keys"}, index=["note"])  # its own fields
+    ranked = store.search(("m",), query="tea")
+    assert [i.key for i in ranked] == ["tea", "coffee", "keys", "plain"]
+    assert ranked[0].score == pytest.approx(1.0, abs=1e-3) and ranked[-1].score is None
+    assert all(i.score is None or 0 <= i.score <= 1 for i in ranked)
+    assert [i.key for i in store.search(("m",), query="keys")][:1] == ["keys"]
+    assert [i.key for i in store.search(("m",), query="tea", filter={"text": "black coffee"})] == ["coffee"]
+    by_name = GlidingStore(memory.agent("da", "DA"), index={"dims": 384, "embed": "hash"})
+    by_name.put(("n",), "a", {"text": "signing keys rotate weekly"})
+    by_name.put(("n",), "b", {"text": "the dashboard colours"})
+    assert [i.key for i in by_name.search(("n",), query="rotate the signing keys")][:1] == ["a"]
+    with pytest.raises(InvalidInput):
+        GlidingStore(memory.agent("aa", "AA"), index=["not", "a", "config"])  # type: ignore[arg-type]
