@@ -49,7 +49,7 @@ from gliding_actors.hyperspace._embedders import EmbedderChain
 from gliding_actors.hyperspace._engine import HyperspaceEngine, _digest, parse_filters
 from gliding_actors.hyperspace._index import build_forest
 from gliding_actors.hyperspace._text import node_text
-from gliding_actors.l1._archive import ARCHIVE_GRAPH, ARCHIVE_PREFIX, is_archive_iri
+from gliding_actors.l1._archive import ARCHIVE_GRAPH, ARCHIVE_PREFIX, is_archive_iri, searchable
 from gliding_actors.runtime import ChainedFuture, Context, Future
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ class HyperspaceService:
                     del self.pending[iri]
         for iri in self._new_archives() | l0_todo:
             entry = memory.l0.retrieve(iri, touch=False)
-            copy = None if entry is None else (entry.content, entry.version, list(entry.tags), entry.named_graph or "")
+            copy = None if entry is None else (searchable(entry.content), entry.version, list(entry.tags), entry.named_graph or "")
             try:
                 changed += self._apply(iri, copy, "l0", importance=None if entry is None else entry.importance)
             except EmbeddingError as exc:
@@ -415,7 +415,7 @@ class HyperspaceService:
         memory = self._memory
         with memory.graph_lock:
             lines = [(n.iri, n.version, n.value) for n in memory.graph.lines() if n.value is not None]
-        archives = [(e.iri, e.version, e.content) for e in memory.l0.query(prefix=ARCHIVE_PREFIX)]
+        archives = [(e.iri, e.version, searchable(e.content)) for e in memory.l0.query(prefix=ARCHIVE_PREFIX)]
         for iri, version, content in [*lines, *archives]:
             seen.add(iri)
             doc = engine.docs.get(iri)

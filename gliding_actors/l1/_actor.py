@@ -41,7 +41,7 @@ from gliding_actors.clock import Clock
 from gliding_actors.coherence._hosting import LINE_CHANGED
 from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l0 import L0Store
-from gliding_actors.l1._archive import SessionArchive
+from gliding_actors.l1._archive import JOURNAL_KEY, SessionArchive
 from gliding_actors.l1._policy import EvictionPolicy
 from gliding_actors.l1._session import (
     Embedder,
@@ -183,7 +183,7 @@ class SessionActor:
             record["embedding"] = list(turn.embedding)
         journal = session.journal()
         if journal:
-            record["journal"] = journal
+            record[JOURNAL_KEY] = journal
         written = self.archive.write_block(record)  # raises having written nothing
         assert written == iri
         session.journal_written()
@@ -237,7 +237,7 @@ class SessionActor:
         query: dict[str, Any] | None = None
         stale: dict[str, list[str]] = {}
         for record in records:
-            journal = record.get("journal") or {}
+            journal = record.get(JOURNAL_KEY) or {}
             weak.extend(journal.get("evicted") or ())
             if "query" in journal:
                 query = journal["query"]

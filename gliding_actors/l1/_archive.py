@@ -29,10 +29,12 @@ from gliding_actors.l0 import L0Entry, L0Store
 __all__ = [
     "ARCHIVE_GRAPH",
     "ARCHIVE_PREFIX",
+    "JOURNAL_KEY",
     "SessionArchive",
     "block_iri",
     "is_archive_iri",
     "reload_turn",
+    "searchable",
     "session_prefix",
 ]
 
@@ -55,6 +57,16 @@ def block_iri(agent: str, n: int) -> str:
 
 def is_archive_iri(iri: object) -> bool:
     return isinstance(iri, str) and iri.startswith(ARCHIVE_PREFIX)
+
+
+#: A block's record of what changed in its session before it (docs/L1.md, "Resuming a session"):
+#: bookkeeping for a reopen, not what the turn says, so search does not index it.
+JOURNAL_KEY = "journal"
+
+
+def searchable(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An archived node as search should read it: without its journal."""
+    return node if JOURNAL_KEY not in node else {k: v for k, v in node.items() if k != JOURNAL_KEY}
 
 
 def _highest(store: L0Store, prefix: str) -> int:

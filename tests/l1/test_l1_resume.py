@@ -48,6 +48,17 @@ def test_the_chain_weak_refs_query_and_stale_marks_come_back(tmp_path: Path, run
         assert pa.session()["query"] is True
 
 
+def test_search_does_not_read_a_blocks_journal(tmp_path: Path) -> None:
+    """The journal is bookkeeping: a query text kept there must not make the block a hit for it."""
+    with _open(tmp_path) as memory:
+        pa = memory.agent("pa", "PA")
+        pa.set_query(text="zanzibar quokka")
+        block = pa.turn("wrote the rate limiter", tokens=5)["archive_iri"]
+        assert "journal" in pa.reload(block)
+        assert pa.search("zanzibar quokka", 5)["iris"] == []
+        assert pa.search("rate limiter", 5)["iris"] == [block]
+
+
 def test_resume_false_archives_the_interrupted_session_and_starts_empty(tmp_path: Path) -> None:
     with _open(tmp_path) as first:
         pa = first.agent("pa", "PA")
