@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import unquote
 
@@ -108,7 +108,11 @@ def _graph_name(iri: str) -> str:
 
 def _nodes_of_nquads(text: str) -> list[tuple[str, dict[str, Any]]]:
     try:
-        quads = list(ox.parse(text, format=ox.RdfFormat.N_QUADS))
+        data = text.encode("utf-8")  # pyoxigraph takes bytes; a lone surrogate is not text it can read
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"not N-Quads: not UTF-8 text ({exc.reason} at {exc.start})") from None
+    try:
+        quads = list(ox.parse(data, format=ox.RdfFormat.N_QUADS))
     except (SyntaxError, ValueError) as exc:
         raise InvalidInput(f"not N-Quads: {exc}") from None
     by_graph: dict[str, list[ox.Triple]] = {}
@@ -163,20 +167,21 @@ def _owned(nodes: list[tuple[str, dict[str, Any]]]) -> dict[tuple[str, str], lis
 
 def write_lines(
     lines: list[Line],
-    writer: Any,
+    writer: Callable[[], Any],
     *,
-    may: Any,
-    known: Any,
-    check_value: Any,
+    role: str,
+    may: Callable[[str, str], bool],
+    known: Callable[[str], str | None],
+    check_value: Callable[[str, dict[str, Any]], None],
     timeout: float | None = None,
 ) -> dict[str, Any]:
-    """Write ``lines`` through ``writer`` (an :class:`~gliding_actors.Agent`), after checking all of them.
+    """Write ``lines`` through the agent ``writer()`` gives, after checking all of them.
 
     Every line is checked first — a valid value (``check_value``), not an L1
-    archive, and the writer's role allowed to ``create`` (a line ``known``
-    does not hold yet) or ``update`` in its graph (``may(graph, action)``) —
-    so a dataset refused for any line writes none. Answers ``{lines, graphs}``
-    (lines written per graph).
+    archive, and ``role`` allowed to ``create`` (a line ``known`` does not
+    hold yet) or ``update`` in its graph (``may(graph, action)``) — and only
+    then is the writing agent asked for, so a dataset refused for any line
+    changes nothing at all. Answers ``{lines, graphs}`` (lines written per graph).
     """
     for iri, value, graph in lines:
         if is_archive_iri(iri):
@@ -184,9 +189,10 @@ def write_lines(
         check_value(iri, value)
         action = "update" if known(iri) is not None else "create"
         if not may(graph, action):
-            raise PermissionDenied(f"role {writer.role} may not {action} in graph {graph!r} ({iri})")
+            raise PermissionDenied(f"role {role} may not {action} in graph {graph!r} ({iri})")
+    agent = writer()
     graphs: dict[str, int] = {}
     for iri, value, graph in lines:
-        writer.write(iri, value, graph=graph, timeout=timeout)
+        agent.write(iri, value, graph=graph, timeout=timeout)
         graphs[graph] = graphs.get(graph, 0) + 1
     return {"lines": len(lines), "graphs": dict(sorted(graphs.items()))}

@@ -735,10 +735,12 @@ class MemorySystem(CrashOps):
         before the first is written, so a refused dataset changes nothing.
         """
         lines = parse_dataset(text, format)
-        writer = self.agent(agent or f"import-{str(role).lower()}", role)
+        if not isinstance(role, str) or role not in ROLES:
+            raise InvalidInput(f"unknown role {show(role)}; roles are {', '.join(ROLES)}")
         return write_lines(
             lines,
-            writer,
+            lambda: self.agent(agent or f"import-{role.lower()}", role),
+            role=role,
             may=lambda g, action: self.permissions.allowed(role, g, action),
             known=self.line_graphs.known,
             check_value=self.graph.check_value,

@@ -64,7 +64,7 @@ def is_archive_iri(iri: object) -> bool:
 JOURNAL_KEY = "journal"
 
 
-def searchable(node: Mapping[str, Any]) -> Mapping[str, Any]:
+def searchable(node: dict[str, Any]) -> dict[str, Any]:
     """An archived node as search should read it: without its journal."""
     return node if JOURNAL_KEY not in node else {k: v for k, v in node.items() if k != JOURNAL_KEY}
 

@@ -139,3 +139,10 @@ def test_inspect_shows_lines_a_node_agents_tasks_and_sessions(tmp_path: Path, ca
     assert main(["inspect", source, "nothing:here"]) == 2
     assert main(["inspect", source, "--sessions", "nobody"]) == 2
     assert os.path.isdir(os.path.join(source, "l0"))
+
+
+def test_text_that_is_not_utf8_is_refused_as_input(tmp_path: Path) -> None:
+    """Found by the fuzzer: a lone surrogate reached pyoxigraph as a str and came back as AttributeError."""
+    with MemorySystem.open(tmp_path / "m") as memory:
+        with pytest.raises(InvalidInput, match="UTF-8"):
+            memory.import_dataset("<a:b> <c:d> \"\ud800\" <https://gliding-actors.dev/graph/plan> .\n", "nquads")

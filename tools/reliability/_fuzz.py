@@ -18,7 +18,11 @@ surfaces are the places text or data from outside enters the library:
 * ``trace`` — ``gliding-actors convert`` (the CLI entry point itself) on
   mutations of a trace recorded at start-up (docs/RECORDING.md);
 * ``config`` — :meth:`Config.from_dict` / :meth:`Config.merged` on mappings
-  with unknown keys, wrong types, out-of-range, non-finite and huge values.
+  with unknown keys, wrong types, out-of-range, non-finite and huge values;
+* ``answer`` — an LLM's reply given to ``Agent.turn_from``: the answer object
+  with values of every type, fenced, wrapped in prose, mutated, not text;
+* ``dataset`` — ``MemorySystem.import_dataset`` on text mutations of the
+  memory's own N-Quads and JSON-LD exports, as every role.
 
 The oracle, the same for every input: the call either returns or raises a
 :class:`~gliding_actors.errors.GlidingError`. Anything else — and also
@@ -90,12 +94,12 @@ __all__ = [
 ]
 
 #: Every input surface, in the order :func:`run_fuzz` drives them.
-SURFACES = ("jsonld", "iri", "sparql", "scenario", "trace", "config")
+SURFACES = ("jsonld", "iri", "sparql", "scenario", "trace", "config", "answer", "dataset")
 
 #: Share of the inputs each surface gets in :func:`run_fuzz`. The loaders
 #: parse YAML in pure Python (~100 ms a scenario), the memory surfaces take a
 #: few milliseconds an input: this spends the time budget evenly-ish.
-_WEIGHTS = {"jsonld": 4, "iri": 3, "sparql": 3, "scenario": 1, "trace": 1, "config": 3}
+_WEIGHTS = {"jsonld": 4, "iri": 3, "sparql": 3, "scenario": 1, "trace": 1, "config": 3, "answer": 2, "dataset": 1}
 
 #: Failures kept verbatim in a report (the counts go on past it).
 MAX_FAILURES = 20
@@ -700,6 +704,22 @@ def gen_case(
         return case
     if surface == "config":
         return {"op": _pick(rnd, ("from_dict", "from_dict", "merged", "yaml")), "mapping": gen_config(rnd)}
+    if surface == "answer":  # an LLM's reply, as Agent.turn_from takes it
+        kind = _pick(rnd, ("json", "json", "text", "edits", "object"))
+        answer = {k: gen_json(rnd, (), 1) if rnd.random() < 0.3 else gen_text(rnd, 40)
+                  for k in ("thought", "content", "summary") if rnd.random() < 0.85}
+        if kind == "json":
+            fence = _pick(rnd, ("", "```json\n", "Sure: ", "```\n"))
+            reply: Any = fence + json.dumps(answer, ensure_ascii=rnd.random() < 0.5, default=repr) + _pick(rnd, ("", "\n```", " ok."))
+        elif kind == "text":
+            reply = gen_text(rnd, 120)
+        elif kind == "edits":
+            reply = _apply_text_edits(json.dumps(answer, default=repr), gen_text_edits(rnd))
+        else:
+            reply = _pick(rnd, (answer, [answer], 7, None, b"{}"))
+        return {"op": "turn_from", "role": role, "reply": reply, "relevance": _pick(rnd, (None, 0.5, 2, "x"))}
+    if surface == "dataset":  # a dataset file given to MemorySystem.import_dataset
+        return {"op": _pick(rnd, ("nquads", "jsonld", "jsonld")), "role": role, "edits": gen_text_edits(rnd)}
     raise ValueError(f"unknown fuzz surface {surface!r}; surfaces are {', '.join(SURFACES)}")
 
 
@@ -759,6 +779,8 @@ class Fuzzer:
         self.agents = {role: memory.agent(agent_id, role) for role, agent_id in _AGENT_OF_ROLE.items()}
         self._frames = 0
         self._files = 0
+        #: the seeded memory's export per dataset format, what dataset cases edit
+        self._exports: dict[str, str] = {}
         system = self.agents["system"]
         for index, graph in enumerate(_GRAPHS):
             system.write(f"ex:seed/{graph}", {"@type": "Task", "summary": f"seed {index}", "status": "open"}, graph=graph)
@@ -851,6 +873,20 @@ class Fuzzer:
             name = f"fuzz-frame-{self._frames}"
             self.attempt("jsonld", case, lambda: self.memory.l3.register_frame(name, _FRAME_SPARQL, value),
                          memory=True)
+
+    def _run_answer(self, case: Mapping[str, Any]) -> None:
+        agent = self.agents[case["role"]]
+        done = self.attempt("answer", case, lambda: agent.turn_from(case["reply"], relevance=case["relevance"]),
+                            memory=True)
+        if done is not None and agent.reload(done["archive_iri"])["content"] != done["answer"]["content"]:
+            self._mismatch(f"answer: archived content differs from the parsed one: {_short(dict(case))}")
+
+    def _run_dataset(self, case: Mapping[str, Any]) -> None:
+        fmt = case["op"]
+        if fmt not in self._exports:
+            self._exports[fmt] = self.memory.export(fmt)
+        text = _apply_text_edits(self._exports[fmt], case["edits"])
+        self.attempt("dataset", case, lambda: self.memory.import_dataset(text, fmt, role=case["role"]), memory=True)
 
     def _run_iri(self, case: Mapping[str, Any]) -> None:
         agent = self.agents[case["role"]]
