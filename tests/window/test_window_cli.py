@@ -87,8 +87,10 @@ def test_import_goes_through_permissions_and_a_refused_dataset_writes_nothing(tm
         ("garbage here\n", "nquads", "not N-Quads"),
         ("", "csv", "format"),
         (
-            '{"@context": {"@vocab": "https://gliding-actors.dev/ns#"}, "@graph": [{"@id": '
-            '"https://gliding-actors.dev/graph/plan", "@graph": [{"@id": "memory:session-x/block-1", "a": 1}]}]}',
+            (
+                '{"@context": {"@vocab": "https://gliding-actors.dev/ns#"}, "@graph": [{"@id": '
+                '"https://gliding-actors.dev/graph/plan", "@graph": [{"@id": "memory:session-x/block-1", "a": 1}]}]}'
+            ),
             "jsonld",
             "archive",
         ),
@@ -143,6 +145,5 @@ def test_inspect_shows_lines_a_node_agents_tasks_and_sessions(tmp_path: Path, ca
 
 def test_text_that_is_not_utf8_is_refused_as_input(tmp_path: Path) -> None:
     """Found by the fuzzer: a lone surrogate reached pyoxigraph as a str and came back as AttributeError."""
-    with MemorySystem.open(tmp_path / "m") as memory:
-        with pytest.raises(InvalidInput, match="UTF-8"):
-            memory.import_dataset("<a:b> <c:d> \"\ud800\" <https://gliding-actors.dev/graph/plan> .\n", "nquads")
+    with MemorySystem.open(tmp_path / "m") as memory, pytest.raises(InvalidInput, match="UTF-8"):
+        memory.import_dataset("<a:b> <c:d> \"\ud800\" <https://gliding-actors.dev/graph/plan> .\n", "nquads")
