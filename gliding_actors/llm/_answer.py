@@ -75,7 +75,9 @@ def parse_answer(answer: object, *, summarizer: Summarizer | None = None) -> Ans
         obj = dict(answer)
     else:
         raise MalformedAnswer(f"an answer is the LLM's text or an object, not {type(answer).__name__}")
-    thought = obj.get("thought", "")
+    thought = obj.get("thought")
+    if thought is None:  # absent or null: no reasoning given
+        thought = ""
     content = obj.get("content")
     summary = obj.get("summary")
     if content is None:
@@ -85,7 +87,8 @@ def parse_answer(answer: object, *, summarizer: Summarizer | None = None) -> Ans
     for key, value in (("thought", thought), ("content", content), ("summary", summary)):
         if value is not None and not isinstance(value, str):
             raise MalformedAnswer(f"the answer's {key!r} is a string, not {show(value)}", path=(key,))
-    assert isinstance(content, str) and isinstance(thought, str)
+    if not isinstance(content, str) or not isinstance(thought, str):  # (checked above; for the type checker)
+        raise MalformedAnswer("the answer's 'thought' and 'content' are strings")
     if not content.strip():
         raise MalformedAnswer("the answer's 'content' is empty", path=("content",))
     if summary is not None and summary.strip():

@@ -43,6 +43,7 @@ def test_a_missing_summary_is_written_by_the_summarizer() -> None:
     assert extractive.summary == "Added a rate limiter." and extractive.summarized
     assert parse_answer({"content": "x", "summary": "  "}).summarized  # blank counts as missing
     assert parse_answer({"content": "x"}).thought == ""
+    assert parse_answer('{"thought": null, "content": "x", "summary": null}') == Answer("", "x", "x", summarized=True)
     long = " ".join(f"w{i}" for i in range(100))
     assert ExtractiveSummarizer(max_words=5).summarize("", long) == "w0 w1 w2 w3 w4 …"
     assert ExtractiveSummarizer().summarize("the thought says why", "") == "the thought says why"

@@ -644,6 +644,14 @@ def _apply_data_edits(data: Any, edits: list[tuple[int, int, Any]]) -> Any:
 # --------------------------------------------------------------------------- cases
 
 
+def _as_json_text(value: Any, *, ascii_only: bool = True) -> str:
+    """``value`` as a model would print it: JSON where it can be, its repr where it cannot (bytes keys...)."""
+    try:
+        return json.dumps(value, ensure_ascii=ascii_only, default=repr)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def gen_case(
     surface: str, rnd: random.Random, *, remote: Sequence[str] = (), scenarios: int = 1
 ) -> dict[str, Any]:
@@ -710,11 +718,11 @@ def gen_case(
                   for k in ("thought", "content", "summary") if rnd.random() < 0.85}
         if kind == "json":
             fence = _pick(rnd, ("", "```json\n", "Sure: ", "```\n"))
-            reply: Any = fence + json.dumps(answer, ensure_ascii=rnd.random() < 0.5, default=repr) + _pick(rnd, ("", "\n```", " ok."))
+            reply: Any = fence + _as_json_text(answer, ascii_only=rnd.random() < 0.5) + _pick(rnd, ("", "\n```", " ok."))
         elif kind == "text":
             reply = gen_text(rnd, 120)
         elif kind == "edits":
-            reply = _apply_text_edits(json.dumps(answer, default=repr), gen_text_edits(rnd))
+            reply = _apply_text_edits(_as_json_text(answer), gen_text_edits(rnd))
         else:
             reply = _pick(rnd, (answer, [answer], 7, None, b"{}"))
         return {"op": "turn_from", "role": role, "reply": reply, "relevance": _pick(rnd, (None, 0.5, 2, "x"))}
