@@ -172,12 +172,12 @@ def write_lines(
     role: str,
     may: Callable[[str, str], bool],
     known: Callable[[str], str | None],
-    check_value: Callable[[str, dict[str, Any]], None],
+    check_line: Callable[[str, dict[str, Any]], None],
     timeout: float | None = None,
 ) -> dict[str, Any]:
     """Write ``lines`` through the agent ``writer()`` gives, after checking all of them.
 
-    Every line is checked first — a valid value (``check_value``), not an L1
+    Every line is checked first — as an agent's write checks it (``check_line``), not an L1
     archive, and ``role`` allowed to ``create`` (a line ``known`` does not
     hold yet) or ``update`` in its graph (``may(graph, action)``) — and only
     then is the writing agent asked for, so a dataset refused for any line
@@ -186,7 +186,7 @@ def write_lines(
     for iri, value, graph in lines:
         if is_archive_iri(iri):
             raise InvalidInput(f"{iri} is an L1 archive IRI; a dataset holds lines only")
-        check_value(iri, value)
+        check_line(iri, value)
         action = "update" if known(iri) is not None else "create"
         if not may(graph, action):
             raise PermissionDenied(f"role {role} may not {action} in graph {graph!r} ({iri})")

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from gliding_actors._checks import check_iri
+from gliding_actors._checks import check_iri, check_object, check_storable
 from gliding_actors._crashes import CrashOps
 from gliding_actors._dataset import export_lines, parse_dataset, write_lines
 from gliding_actors._l0_layout import check_l0_layout, record_l0_layout
@@ -743,9 +743,15 @@ class MemorySystem(CrashOps):
             role=role,
             may=lambda g, action: self.permissions.allowed(role, g, action),
             known=self.line_graphs.known,
-            check_value=self.graph.check_value,
+            check_line=self._check_line,
             timeout=timeout,
         )
+
+    def _check_line(self, iri: str, value: dict[str, Any]) -> None:
+        """What an agent's write checks of a line before sending anything (IRI, JSON, storable, JSON-LD)."""
+        check_iri(iri)
+        check_storable(iri, check_object(value, "a line's value"), self.config.l0.max_node_bytes)
+        self.graph.check_value(iri, value)
 
     def _reopen(self) -> MemorySystem:
         """A new memory over the same L0, configuration, runtime kind, clock and seed (after a crash)."""

@@ -83,7 +83,10 @@ def parse_answer(answer: object, *, summarizer: Summarizer | None = None) -> Ans
     if content is None:
         raise MalformedAnswer(f"the answer has no 'content' (keys: {', '.join(sorted(map(str, obj))) or 'none'})")
     if isinstance(content, (Mapping, list)):
-        content = json.dumps(content, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        try:
+            content = json.dumps(content, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise MalformedAnswer(f"the answer's 'content' is not JSON: {exc}", path=("content",)) from None
     for key, value in (("thought", thought), ("content", content), ("summary", summary)):
         if value is not None and not isinstance(value, str):
             raise MalformedAnswer(f"the answer's {key!r} is a string, not {show(value)}", path=(key,))

@@ -130,3 +130,8 @@ def test_the_awaitable_turn_from() -> None:
             return await da.turn_from({"content": "wrote it"}, summarizer=ExtractiveSummarizer())
 
     assert asyncio.run(main())["answer"] == {"thought": "", "content": "wrote it", "summary": "wrote it", "summarized": True}
+
+
+def test_content_that_is_not_json_is_malformed() -> None:
+    with pytest.raises(MalformedAnswer, match="not JSON"):
+        parse_answer({"content": {"raw": b"bytes"}})

@@ -147,3 +147,13 @@ def test_text_that_is_not_utf8_is_refused_as_input(tmp_path: Path) -> None:
     """Found by the fuzzer: a lone surrogate reached pyoxigraph as a str and came back as AttributeError."""
     with MemorySystem.open(tmp_path / "m") as memory, pytest.raises(InvalidInput, match="UTF-8"):
         memory.import_dataset("<a:b> <c:d> \"\ud800\" <https://gliding-actors.dev/graph/plan> .\n", "nquads")
+
+
+def test_an_import_checks_each_line_as_an_agents_write_does(tmp_path: Path) -> None:
+    """Found by the fuzzer: a lone surrogate inside a JSON-LD value reached the graph's parser untyped."""
+    bad = json.dumps({"@context": {"@vocab": "https://gliding-actors.dev/ns#"}, "@graph": [
+        {"@id": "https://gliding-actors.dev/graph/plan", "@graph": [{"@id": "ex:a", "s": "\ud800"}]}]})
+    with MemorySystem.open(tmp_path / "m") as memory:
+        with pytest.raises(InvalidInput):
+            memory.import_dataset(bad, "jsonld")
+        assert memory.export("nquads") == ""
