@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 import pyoxigraph as ox
 
+from gliding_actors._checks import check_iri, check_object, check_storable
 from gliding_actors.errors import InvalidInput, PermissionDenied, show
 from gliding_actors.l1._archive import is_archive_iri
 from gliding_actors.l2._graph import GraphNode
@@ -32,6 +33,7 @@ from gliding_actors.l2._jsonld import (
     to_quads,
     triples_to_jsonld,
 )
+from gliding_actors.roles import ROLES
 
 __all__ = ["FORMATS", "export_lines", "parse_dataset", "write_lines"]
 
@@ -170,25 +172,32 @@ def write_lines(
     writer: Callable[[], Any],
     *,
     role: str,
-    may: Callable[[str, str], bool],
+    allowed: Callable[[str, str, str], bool],
     known: Callable[[str], str | None],
-    check_line: Callable[[str, dict[str, Any]], None],
+    check_value: Callable[[str, dict[str, Any]], None],
+    max_node_bytes: int,
     timeout: float | None = None,
 ) -> dict[str, Any]:
     """Write ``lines`` through the agent ``writer()`` gives, after checking all of them.
 
-    Every line is checked first — as an agent's write checks it (``check_line``), not an L1
-    archive, and ``role`` allowed to ``create`` (a line ``known`` does not
-    hold yet) or ``update`` in its graph (``may(graph, action)``) — and only
-    then is the writing agent asked for, so a dataset refused for any line
-    changes nothing at all. Answers ``{lines, graphs}`` (lines written per graph).
+    Every line is checked first — as an agent's write checks it (the IRI,
+    JSON L0 can store, ``check_value``: the graph's JSON-LD), not an L1
+    archive, and ``role`` allowed (``allowed(role, graph, action)``) to
+    ``create`` (a line ``known`` does not hold yet) or ``update`` in its
+    graph — and only then is the writing agent asked for, so a dataset
+    refused for any line changes nothing at all. Answers ``{lines, graphs}``
+    (lines written per graph).
     """
+    if not isinstance(role, str) or role not in ROLES:
+        raise InvalidInput(f"unknown role {show(role)}; roles are {', '.join(ROLES)}")
     for iri, value, graph in lines:
         if is_archive_iri(iri):
             raise InvalidInput(f"{iri} is an L1 archive IRI; a dataset holds lines only")
-        check_line(iri, value)
+        check_iri(iri)
+        check_storable(iri, check_object(value, "a line's value"), max_node_bytes)
+        check_value(iri, value)
         action = "update" if known(iri) is not None else "create"
-        if not may(graph, action):
+        if not allowed(role, graph, action):
             raise PermissionDenied(f"role {role} may not {action} in graph {graph!r} ({iri})")
     agent = writer()
     graphs: dict[str, int] = {}

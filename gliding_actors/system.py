@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from gliding_actors._checks import check_iri, check_object, check_storable
+from gliding_actors._checks import check_iri
 from gliding_actors._crashes import CrashOps
 from gliding_actors._dataset import export_lines, parse_dataset, write_lines
 from gliding_actors._l0_layout import check_l0_layout, record_l0_layout
@@ -320,10 +320,8 @@ class MemorySystem(CrashOps):
         Asking again for the same id and role returns the same handle; the same
         id with another role is ``InvalidInput``.
 
-        ``resume``: the first handle of an agent in this memory's life takes
-        back the session it left open in L0 (its L1 chain, weak references and
-        query, as of its last turn; docs/L1.md). False archives that session
-        as closed and starts an empty one.
+        ``resume``: the first handle of an agent in this memory's life takes back
+        the session it left open in L0 (docs/L1.md); False closes it and starts anew.
         """
         if type(resume) is not bool:
             raise InvalidInput(f"resume is true or false, not {show(resume)}")
@@ -716,8 +714,7 @@ class MemorySystem(CrashOps):
     def export(self, format: str = "jsonld", *, graph: str | None = None, timeout: float | None = None) -> str:
         """Every live line (of ``graph`` only, if given) as a ``jsonld`` or ``nquads`` document (docs/L2.md).
 
-        Dirty copies are recalled first, so every completed write is in it.
-        Deterministic: the same data exports byte for byte the same.
+        Dirty copies are recalled first; the same data exports byte for byte the same.
         """
         self.submit_recall().get(timeout)
         with self._graph_lock:
@@ -727,31 +724,21 @@ class MemorySystem(CrashOps):
     def import_dataset(
         self, text: str, format: str, *, role: str = "system", agent: str | None = None, timeout: float | None = None
     ) -> dict[str, Any]:
-        """Write the lines of an exported dataset through agent ``agent`` with ``role``; ``{lines, graphs}``.
-
-        ``agent`` defaults to ``import-<role>`` (an id is bound to one role).
+        """Write an exported dataset's lines as agent ``agent`` (default ``import-<role>``); ``{lines, graphs}``.
 
         The normal write path, permissions and all; every line is checked
         before the first is written, so a refused dataset changes nothing.
         """
-        lines = parse_dataset(text, format)
-        if not isinstance(role, str) or role not in ROLES:
-            raise InvalidInput(f"unknown role {show(role)}; roles are {', '.join(ROLES)}")
         return write_lines(
-            lines,
+            parse_dataset(text, format),
             lambda: self.agent(agent or f"import-{role.lower()}", role),
             role=role,
-            may=lambda g, action: self.permissions.allowed(role, g, action),
+            allowed=self.permissions.allowed,
             known=self.line_graphs.known,
-            check_line=self._check_line,
+            check_value=self.graph.check_value,
+            max_node_bytes=self.config.l0.max_node_bytes,
             timeout=timeout,
         )
-
-    def _check_line(self, iri: str, value: dict[str, Any]) -> None:
-        """What an agent's write checks of a line before sending anything (IRI, JSON, storable, JSON-LD)."""
-        check_iri(iri)
-        check_storable(iri, check_object(value, "a line's value"), self.config.l0.max_node_bytes)
-        self.graph.check_value(iri, value)
 
     def _reopen(self) -> MemorySystem:
         """A new memory over the same L0, configuration, runtime kind, clock and seed (after a crash)."""
