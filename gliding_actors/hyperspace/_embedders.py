@@ -29,6 +29,7 @@ with the reason kept in :attr:`EmbedderChain.skipped`.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -180,6 +181,32 @@ def _default_model_path() -> Path:
     return path
 
 
+@functools.lru_cache(maxsize=8)
+def _load_onnx(model: str, stamp: tuple[int, int], vocab: str, max_length: int, threads: int) -> tuple[Any, Any]:
+    """The tokenizer and inference session of one model file, loaded once per process.
+
+    Loading takes about a second and every memory a process opens with the
+    same model would otherwise pay it again; both objects are safe to share
+    between threads. ``stamp`` (size, mtime) makes a changed file load anew.
+    A failure is not cached.
+    """
+    import onnxruntime
+    import tokenizers
+
+    tokenizer = tokenizers.Tokenizer.from_file(vocab)
+    # no fixed padding: a batch is padded to its longest text only
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    tokenizer.enable_truncation(max_length=max_length)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    try:
+        session = onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+        raise EmbeddingError(f"onnx embedder: cannot load {model}: {exc}") from None
+    return tokenizer, session
+
+
 class OnnxEmbedder:
     """A sentence-embedding ONNX model (BERT-style inputs) with mean pooling and L2 norm.
 
@@ -198,8 +225,8 @@ class OnnxEmbedder:
         threads: int = 1,
     ) -> None:
         try:
-            import onnxruntime
-            import tokenizers
+            import onnxruntime  # noqa: F401 - checked here, loaded by _load_onnx
+            import tokenizers  # noqa: F401
         except ImportError as exc:
             raise EmbeddingError(
                 f"onnx embedder needs onnxruntime and tokenizers ({exc.name} is missing): "
@@ -211,19 +238,10 @@ class OnnxEmbedder:
             raise EmbeddingError(f"onnx embedder: no model file at {model}")
         if not vocab.is_file():
             raise EmbeddingError(f"onnx embedder: no tokenizer.json at {vocab}")
-        self._tokenizer = tokenizers.Tokenizer.from_file(str(vocab))
-        # no fixed padding: a batch is padded to its longest text only
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        self._tokenizer.enable_truncation(max_length=max_length)
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        try:
-            self._session = onnxruntime.InferenceSession(
-                str(model), sess_options=options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
-            raise EmbeddingError(f"onnx embedder: cannot load {model}: {exc}") from None
+        stat = model.stat()
+        self._tokenizer, self._session = _load_onnx(
+            str(model.resolve()), (stat.st_size, stat.st_mtime_ns), str(vocab.resolve()), max_length, threads
+        )
         self._inputs = {i.name for i in self._session.get_inputs()}
         shape = self._session.get_outputs()[0].shape
         self.dim = int(shape[-1]) if isinstance(shape[-1], int) else 384

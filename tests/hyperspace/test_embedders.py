@@ -104,6 +104,16 @@ def test_onnx_ranks_close_sentences_above_unrelated_ones(onnx: OnnxEmbedder) -> 
 
 
 @needs_embed
+@needs_embed
+def test_onnx_loads_a_model_once_per_process(onnx: OnnxEmbedder) -> None:
+    """Every memory of a process builds its embedder; the model file is read once (about a second each)."""
+    again = OnnxEmbedder()
+    assert again._session is onnx._session and again._tokenizer is onnx._tokenizer
+    shorter = OnnxEmbedder(max_length=64)  # another tokenizer setting is another load
+    assert shorter._tokenizer is not onnx._tokenizer
+    assert np.allclose(again.embed(["the same text"]), onnx.embed(["the same text"]))
+
+
 def test_onnx_batches_agree_with_single_texts(onnx: OnnxEmbedder) -> None:
     texts = ["a short one", "a much longer sentence that pads the short one in its batch"]
     together = onnx.embed(texts)
