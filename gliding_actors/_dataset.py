@@ -70,8 +70,7 @@ def export_lines(lines: Iterable[GraphNode], fmt: str, graph: str | None = None)
         if "@graph" in n.value:  # a line that is several nodes (an N-Quads import's): its nodes, spliced
             nodes.extend(n.value["@graph"])
         else:
-            nodes.append({"@id": n.iri, **{k: v for k, v in n.value.items() if k != "@id"}}
-                         if "@id" not in n.value else dict(n.value))
+            nodes.append(dict(n.value) if "@id" in n.value else {"@id": n.iri, **n.value})
     document = {
         "@context": {"@vocab": VOCAB},
         "@graph": [{"@id": graph_iri(name), "@graph": nodes} for name, nodes in sorted(by_graph.items())],

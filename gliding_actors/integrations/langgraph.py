@@ -156,7 +156,7 @@ def namespace_tags(namespace: tuple[str, ...]) -> list[str]:
 
 def own_graph(role: str, allowed: Any) -> str | None:
     """The first graph ``role`` may create, read, update and delete in (``allowed(role, graph, action)``)."""
-    for graph in (*GRAPHS[:-1], DEFAULT_GRAPH) if role != "system" else (DEFAULT_GRAPH,):
+    for graph in GRAPHS if role != "system" else (DEFAULT_GRAPH,):  # GRAPHS ends with the shared one
         if all(allowed(role, graph, action) for action in ACTIONS):
             return graph
     return None
