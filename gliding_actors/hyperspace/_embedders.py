@@ -252,7 +252,10 @@ class OnnxEmbedder:
         return _in_batches(texts, "onnx embedder", self.dim, self.batch_size, self._batch)
 
     def _batch(self, texts: list[str]) -> Matrix:
-        encodings = self._tokenizer.encode_batch(texts)
+        try:
+            encodings = self._tokenizer.encode_batch(texts)
+        except Exception as exc:  # noqa: BLE001 - tokenizers raises TypeError on a lone surrogate, and its own errors
+            raise EmbeddingError(f"onnx embedder: a text cannot be tokenised (not valid Unicode?): {exc}") from None
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
         feeds: dict[str, npt.NDArray[np.int64]] = {"input_ids": ids, "attention_mask": mask}

@@ -133,6 +133,13 @@ def test_onnx_engine_search_ranks_by_meaning() -> None:
     assert {engine.docs[i].space for i, _ in hits} == {"onnx/all-MiniLM-L6-v2-int8"}
 
 
+def test_onnx_refuses_a_text_that_is_not_unicode_with_a_typed_error(onnx: OnnxEmbedder) -> None:
+    """A lone surrogate makes the tokenizer raise TypeError: it must reach callers (and actors) typed."""
+    with pytest.raises(EmbeddingError, match="cannot be tokenised"):
+        onnx.embed(["fine", "broken \ud800 text"])
+    assert onnx.embed(["fine"]).shape == (1, 384)
+
+
 def test_onnx_missing_model_is_a_typed_error_and_the_chain_falls_back(tmp_path: Any) -> None:
     config = Config.from_dict(
         {"hyperspace": {"embedder": "onnx", "onnx_model": str(tmp_path / "nothing.onnx"), "fallback": ["hash"]}}
