@@ -363,7 +363,11 @@ class HyperspaceEngine:
         graphs: Iterable[str] | None = None,
         visible: Callable[[str], bool] | None = None,
     ) -> list[tuple[str, float]]:
-        """The ``k`` best ``(iri, fused score)`` for ``text``, best first (ties by IRI).
+        """The ``k`` best ``(iri, score)`` for ``text``, best first (ties by IRI).
+
+        Scores lie in [0, 1] on every path: with a text (or ``should`` tags),
+        the fused score divided by that of a node first in every ranking the
+        search ran; without, the listing's importance.
 
         ``graphs``: the named graphs the asker may read (None: all);
         ``visible``: a last per-node check (the asker's permission on the line).
@@ -412,7 +416,9 @@ class HyperspaceEngine:
         structural = self._structure_ranking(text, filters, rankings, ok, depth)
         if structural is not None:
             rankings.append(structural)
-        return _top(list(_fuse(rankings, c.fusion, c.rrf_k).items()), k)
+        best = _best_fused(rankings, c.fusion, c.rrf_k)
+        fused = _fuse(rankings, c.fusion, c.rrf_k)
+        return [(iri, min(1.0, score / best)) for iri, score in _top(list(fused.items()), k)]
 
     def _text_ranking(
         self, text: str, depth: int, allow: set[str] | None, ok: Callable[[str], bool]
@@ -527,6 +533,16 @@ def _discard(index: dict[str, set[str]], key: str, iri: str) -> None:
 
 def _top(items: list[tuple[str, float]], k: int) -> list[tuple[str, float]]:
     return sorted(items, key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def _best_fused(rankings: list[_Ranked], how: str, rrf_k: int) -> float:
+    """The fused score of a node first in every ranking the search ran (one that found nothing
+    included): scores are divided by it, so a search's scores lie in [0, 1] like a listing's
+    importances, and 1 means "first by every measure"."""
+    weights = sum(r.weight for r in rankings if r.weight > 0)
+    if weights <= 0:
+        return 1.0
+    return weights / (rrf_k + 1) if how == "rrf" else weights
 
 
 def _fuse(rankings: list[_Ranked], how: str, rrf_k: int) -> dict[str, float]:

@@ -40,7 +40,7 @@ deleting a missing item does nothing. ``search`` finds every item under the
 prefix the role may read, by SPARQL (coherent: dirty lines are recalled
 first); with a ``query`` (an empty one is none) they are ranked by the
 memory's hybrid search confined to that prefix (:meth:`Agent.search`), each
-with a ``score`` in [0, 1] (its fused score over the best a document can get;
+with a ``score`` in [0, 1] (the search's own: 1 is first by every ranking;
 0 for an item the query does not match, ranked after the matches in
 (namespace, key) order); without one they come in (namespace, key) order
 with ``score`` None. Then ``filter`` (equality, or ``$eq $ne $gt $gte $lt
@@ -448,12 +448,6 @@ class GlidingStore(BaseStore):
                 found.append((str(row["s"]), namespace, str(row["key"])))
         return sorted(found, key=lambda r: (r[1], r[2]))
 
-    def _best_score(self) -> float:
-        """The highest fused score a document can get: what scores are divided by to land in [0, 1]."""
-        c = self.agent.system.config.hyperspace
-        weights = c.w_text + c.w_lexical + c.w_structure + c.w_tags
-        return weights / (c.rrf_k + 1) if c.fusion == "rrf" else weights
-
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = _check_namespace(op.namespace_prefix, allow_empty=True)
         candidates = {iri: (ns, key) for iri, ns, key in self._live_items(prefix)}
@@ -465,11 +459,8 @@ class GlidingStore(BaseStore):
         else:
             confine = {"tags": [namespace_tags(prefix)[-1]]} if prefix else None
             hits = self.agent.search(op.query, k=min(10_000, len(candidates)), filters=confine, timeout=self.timeout)
-            best = self._best_score()
-            ranked = [
-                (iri, min(1.0, round(float(score) / best, 6)))
-                for iri, score in zip(hits["iris"], hits["scores"])
-                if iri in candidates
+            ranked = [  # search scores lie in [0, 1] already
+                (iri, float(score)) for iri, score in zip(hits["iris"], hits["scores"]) if iri in candidates
             ]
             found = {iri for iri, _score in ranked}
             ranked += [(iri, 0.0) for iri in candidates if iri not in found]
