@@ -205,6 +205,14 @@ def _embedder_list(raw: Any, path: tuple[str, ...], _base: Any) -> tuple[str, ..
     return tuple(raw)
 
 
+def _similarity_floor(raw: Any, path: tuple[str, ...], _base: Any) -> float | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not -1.0 <= raw <= 1.0:
+        raise ConfigError(f"{'.'.join(path)} is a cosine in [-1, 1] or null (the embedder's own), not {raw!r}", path=path)
+    return float(raw)
+
+
 @dataclasses.dataclass(frozen=True)
 class HyperspaceConfig:
     """The vector engine (read by :mod:`gliding_actors.hyperspace`; docs/HYPERSPACE.md)."""
@@ -232,9 +240,10 @@ class HyperspaceConfig:
     w_text: float = dataclasses.field(default=1.0, metadata=value_range(0.0))
     w_lexical: float = dataclasses.field(default=1.0, metadata=value_range(0.0))
     w_structure: float = dataclasses.field(default=0.5, metadata=value_range(0.0))
-    #: A node enters the text ranking only with a cosine to the query of at least this
-    #: (dense vectors rank everything; below it a match is noise). 0 keeps every node.
-    min_similarity: float = dataclasses.field(default=0.1, metadata=value_range(-1.0, 1.0))
+    #: A node enters the text ranking only with a cosine to the query of at least this (dense
+    #: vectors rank everything; below it a match is noise). Unset (null): each embedder's own
+    #: calibrated floor (hash 0.1, onnx 0.25, openai 0: docs/HYPERSPACE.md). -1 keeps every node.
+    min_similarity: float | None = dataclasses.field(default=None, metadata={"parse": _similarity_floor})
     #: Weight of the ``should`` tags ranking.
     w_tags: float = dataclasses.field(default=0.5, metadata=value_range(0.0))
     #: Trees per annoy forest, and annoy's search_k per result per tree.
@@ -255,6 +264,17 @@ class HyperspaceConfig:
     #: Rebuilds on a worker thread (``thread``), on the engine's own turn (``inline``),
     #: or ``auto``: inline on the deterministic simulator, a thread otherwise.
     rebuilds: str = dataclasses.field(default="auto", metadata=_one_of(("auto", "thread", "inline")))
+    #: Where lines' texts are embedded: on a worker thread in batches (``thread``: a write or a
+    #: search never waits for a backlog; a line is found by its words until its vector is in), on
+    #: the engine's own turn as it is indexed (``inline``), or ``auto``: inline on the deterministic
+    #: simulator, a thread otherwise.
+    embeddings: str = dataclasses.field(default="auto", metadata=_one_of(("auto", "thread", "inline")))
+    #: With a worker, a search first embeds the lines still waiting for their vector when at most
+    #: this many wait (a small remainder: a line written just before the search is found by meaning
+    #: too); a larger backlog is left to the worker, and the search answers without waiting for it.
+    embed_at_search: int = dataclasses.field(default=32, metadata=value_range(0, 10_000))
+    #: Texts per batch the worker embeds at once.
+    embed_batch: int = dataclasses.field(default=64, metadata=value_range(1, 4096))
     #: L3 ``project(..., query=...)``: weights of the frame's ranking and the search's.
     project_w_frame: float = dataclasses.field(default=1.0, metadata=value_range(0.0))
     project_w_search: float = dataclasses.field(default=1.0, metadata=value_range(0.0))

@@ -357,10 +357,9 @@ def evaluate(
             embedder_name = baselines.space
             baselines.costs = {iri: counter.count(line) for iri, line in baselines.lines.items()}
             history_tokens.append(counter.count("\n".join(baselines.lines[i] for i in baselines.iris)))
-            # Indexes every archive once, outside the timings; a model embedder
-            # may need minutes for a whole conversation, hence the long wait.
-            reader.search("warm up the index", 1, timeout=WARM_UP_TIMEOUT_S)
-            memory.hyperspace.wait_rebuilds()
+            # Indexes every archive once, vectors included, outside the timings; a
+            # model embedder may need minutes for a whole conversation, hence the long wait.
+            memory.hyperspace.wait_indexed(WARM_UP_TIMEOUT_S)
             questions = conv.questions if max_questions is None else conv.questions[:max_questions]
             for q in questions:
                 row: dict[str, Any] = {"conversation": conv.memory.sample_id, "category": q.category, "budgets": {}}

@@ -197,6 +197,13 @@ class HyperspaceEngine:
         self._cache: OrderedDict[tuple[str, str], Matrix] = OrderedDict()
         #: embeddings computed (cache misses), for tests and stats
         self.embedded = 0
+        #: documents with a text but no vector yet (``upsert(defer=True)``): iri -> text digest.
+        #: They are found by words and filters meanwhile; :meth:`install` gives them their vector.
+        self.waiting: dict[str, str] = {}
+        #: waiting documents not yet handed to an embedder (:meth:`take_new_waiting`)
+        self._new_waiting: dict[str, str] = {}
+        #: texts every embedder refused (deferred embedding): indexed by words only
+        self.embed_failures = 0
 
     # -- vectors -------------------------------------------------------------------------
     def space(self, name: str, dim: int) -> VectorIndex:
@@ -212,14 +219,20 @@ class HyperspaceEngine:
             )
         return index
 
-    def embed_text(self, text: str) -> tuple[str, Matrix]:
-        """``(space, vector)`` of ``text`` from the chain, through a small cache by text hash."""
-        digest = _digest(text)
+    def _cached(self, digest: str) -> tuple[str, Matrix] | None:
         for embedder in self.chain.embedders:
             hit = self._cache.get((embedder.name, digest))
             if hit is not None:
                 self._cache.move_to_end((embedder.name, digest))
                 return embedder.name, hit
+        return None
+
+    def embed_text(self, text: str) -> tuple[str, Matrix]:
+        """``(space, vector)`` of ``text`` from the chain, through a small cache by text hash."""
+        digest = _digest(text)
+        hit = self._cached(digest)
+        if hit is not None:
+            return hit
         name, rows = self.chain.embed([text])
         self.embedded += 1
         self._remember(name, digest, rows[0])
@@ -248,11 +261,16 @@ class HyperspaceEngine:
         graph: str,
         importance: float | None = None,
         source: str = "line",
+        defer: bool = False,
     ) -> Doc:
         """Index node ``iri`` at ``version``. Embeds first: an :class:`EmbeddingError` changes nothing.
 
-        A node with no text at all (only IRIs and numbers) is indexed without
-        a text vector: filters, BM25 (nothing) and structure still find it.
+        ``defer``: a text not embedded before (no cached vector) is not
+        embedded now; the document is indexed at once without a vector and
+        waits in :attr:`waiting` for :meth:`install` (an embedder running
+        elsewhere) or :meth:`embed_waiting`. A node with no text at all (only
+        IRIs and numbers) is indexed without a text vector: filters, BM25
+        (nothing) and structure still find it.
         """
         text = node_text(value)
         digest = _digest(text)
@@ -262,6 +280,8 @@ class HyperspaceEngine:
         if text.strip():
             if old is not None and old.text_hash == digest and old.space in self.spaces and iri in self.spaces[old.space]:
                 space = old.space  # same text: the vector it has is the vector it would get
+            elif defer:
+                space, vector = self._cached(digest) or ("", None)
             else:
                 space, vector = self.embed_text(text)
         doc = Doc(
@@ -285,9 +305,63 @@ class HyperspaceEngine:
         self.docs[iri] = doc
         self._link(doc)
         self.bm25.add(iri, words(text))
+        self.waiting.pop(iri, None)
+        self._new_waiting.pop(iri, None)
+        if text.strip() and not space:
+            self.waiting[iri] = self._new_waiting[iri] = digest
         return doc
 
+    # -- deferred embedding -------------------------------------------------------------------
+    def take_new_waiting(self) -> list[tuple[str, str, str]]:
+        """``(iri, digest, text)`` of each document that began waiting since the last call."""
+        fresh = [(iri, digest, self.docs[iri].text) for iri, digest in self._new_waiting.items()]
+        self._new_waiting.clear()
+        return fresh
+
+    def install(self, space: str, rows: Iterable[tuple[str | None, str, Matrix]]) -> int:
+        """Vectors computed elsewhere: ``(iri or None, text digest, vector)`` in ``space``.
+
+        Each is remembered by digest (a later write of the same text costs
+        nothing); a document still waiting for exactly that text gets it. A
+        vector for a text the document no longer has is only remembered.
+        Returns how many documents got their vector.
+        """
+        got = 0
+        for iri, digest, vector in rows:
+            self._remember(space, digest, vector)
+            if iri is None or self.waiting.get(iri) != digest:
+                continue
+            self.space(space, int(vector.shape[0])).add(iri, vector)
+            self.docs[iri].space = space
+            del self.waiting[iri]
+            self._new_waiting.pop(iri, None)
+            self.embedded += 1
+            got += 1
+        return got
+
+    def embed_waiting(self, limit: int | None = None) -> int:
+        """Embed up to ``limit`` waiting documents here, in one batch; returns how many got a vector.
+
+        A text every embedder refuses stops waiting (counted in
+        :attr:`embed_failures`): it stays findable by words and filters.
+        """
+        todo = list(self.waiting.items())[:limit]
+        if not todo:
+            return 0
+        texts = {digest: self.docs[iri].text for iri, digest in todo}
+        got = 0
+        for space, digest, vector in embed_batch(self.chain, texts):
+            got += self.install(space, [(iri, d, vector) for iri, d in todo if d == digest])
+        for iri, digest in todo:
+            if self.waiting.get(iri) == digest:
+                del self.waiting[iri]
+                self._new_waiting.pop(iri, None)
+                self.embed_failures += 1
+        return got
+
     def remove(self, iri: str) -> bool:
+        self.waiting.pop(iri, None)
+        self._new_waiting.pop(iri, None)
         if iri not in self.docs:
             return False
         self._unlink(iri)
@@ -439,9 +513,12 @@ class HyperspaceEngine:
                 except EmbeddingError:
                     continue
                 self._remember(name, digest, cached)
+            floor = self.config.min_similarity
+            if floor is None:
+                floor = getattr(embedder, "min_similarity", 0.0)
             hits = index.search(cached, depth, allow=allow if allow is not None else ok)
             for iri, score in hits:
-                if ok(iri) and score >= self.config.min_similarity:
+                if ok(iri) and score >= floor:
                     found[iri] = max(score, found.get(iri, -2.0))
         ranked.items = _top(list(found.items()), depth)
         return ranked
@@ -507,16 +584,42 @@ class HyperspaceEngine:
             self.docs[doc.iri] = doc
             self._link(doc)
             self.bm25.add(doc.iri, words(doc.text))
+            if doc.text.strip() and not doc.space:  # saved while it waited for its vector
+                self.waiting[doc.iri] = self._new_waiting[doc.iri] = doc.text_hash
 
     def stats(self) -> dict[str, Any]:
         return {
             "docs": len(self.docs),
             "embedded": self.embedded,
+            "waiting_for_vectors": len(self.waiting),
+            "embed_failures": self.embed_failures,
             "spaces": {name: index.stats() for name, index in sorted(self.spaces.items())},
             "embedders": [e.name for e in self.chain.embedders],
             "skipped": [list(s) for s in self.chain.skipped],
             "structure_nodes": 0 if self.structure is None else len(self.structure),
         }
+
+
+def embed_batch(chain: EmbedderChain, texts: Mapping[str, str]) -> list[tuple[str, str, Matrix]]:
+    """``(space, digest, vector)`` for each ``digest -> text`` the chain can embed.
+
+    One batch first; if the chain refuses it (one bad text fails a whole
+    batch), each text alone, so one text no embedder takes costs only itself.
+    Safe on any thread: it reads the chain only.
+    """
+    digests = list(texts)
+    if not digests:
+        return []
+    try:
+        space, rows = chain.embed([texts[d] for d in digests])
+        return [(space, d, rows[i]) for i, d in enumerate(digests)]
+    except EmbeddingError:
+        out: list[tuple[str, str, Matrix]] = []
+        for d in digests:
+            with contextlib.suppress(EmbeddingError):
+                space, rows = chain.embed([texts[d]])
+                out.append((space, d, rows[0]))
+        return out
 
 
 def _digest(text: str) -> str:

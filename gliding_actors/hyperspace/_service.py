@@ -35,18 +35,20 @@ what changed is embedded again.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
+import time
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.coherence._hosting import LINE_CHANGED, unpack_value
-from gliding_actors.errors import EmbeddingError, GlidingError, InvalidInput, show
+from gliding_actors.errors import EmbeddingError, GlidingError, InvalidInput, Timeout, show
 from gliding_actors.hyperspace._embedders import EmbedderChain
-from gliding_actors.hyperspace._engine import HyperspaceEngine, _digest, parse_filters
+from gliding_actors.hyperspace._engine import HyperspaceEngine, _digest, embed_batch, parse_filters
 from gliding_actors.hyperspace._index import build_forest
 from gliding_actors.hyperspace._text import node_text
 from gliding_actors.l1._archive import ARCHIVE_GRAPH, ARCHIVE_PREFIX, is_archive_iri, searchable
@@ -94,11 +96,24 @@ class HyperspaceService:
         self.structure_changes = 0
         #: no refresh since open: the first search brings a loaded (or absent) model up to the graph
         self._structure_unchecked = True
+        deterministic = memory.runtime.deterministic
         mode = self.config.rebuilds
-        self.threaded = mode == "thread" or (mode == "auto" and not memory.runtime.deterministic)
+        self.threaded = mode == "thread" or (mode == "auto" and not deterministic)
         self._jobs: queue.Queue[Any] = queue.Queue()
         self._building: set[str] = set()
         self._worker: threading.Thread | None = None
+        mode = self.config.embeddings
+        #: texts are embedded by a worker thread (see the ``embeddings`` config key)
+        self.deferred = mode == "thread" or (mode == "auto" and not deterministic)
+        #: ``(iri or None, digest, text)`` for the embed worker; None stops it
+        self._to_embed: queue.Queue[tuple[str | None, str, str] | None] = queue.Queue()
+        #: vectors the worker made, installed by the actor at its next catch-up: (space, iri, digest, vector)
+        self._embedded: list[tuple[str, str | None, str, Any]] = []
+        #: texts the worker could not embed with any embedder: (iri, digest)
+        self._refused: list[tuple[str | None, str]] = []
+        self._embedder: threading.Thread | None = None
+        #: texts queued for the worker or in its hands (under ``_lock``)
+        self._unfinished = 0
         self._closed = False
         #: forests installed by the worker, and rebuild failures (kept, never raised on a writer)
         self.rebuild_errors: list[str] = []
@@ -114,6 +129,10 @@ class HyperspaceService:
         if service.threaded:
             service._worker = threading.Thread(target=service._work, name="hyperspace-rebuild", daemon=True)
             service._worker.start()
+        if service.deferred:
+            service._embedder = threading.Thread(target=service._embed_work, name="hyperspace-embed", daemon=True)
+            service._embedder.start()
+            service._queue_embedding(service.engine.take_new_waiting())  # saved while they waited
         runtime = memory.runtime
         memory.spawn_supervised(HYPERSPACE_ACTOR, lambda: HyperspaceActor(service))
         runtime.lookup(BUS_ACTOR).ask(
@@ -145,7 +164,10 @@ class HyperspaceService:
             if hit is not None and hit[2] >= waiting:
                 value = unpack_value(hit[1])
                 if isinstance(value, dict):
-                    self.engine.warm(value)
+                    if not self.deferred:
+                        self.engine.warm(value)
+                    elif (text := node_text(value)).strip():
+                        self._queue_embedding([(None, _digest(text), text)])
 
     def catch_up(self, *, strict: bool = True) -> int:
         """Index every pending line whose home copy is new enough; returns how many changed.
@@ -156,6 +178,7 @@ class HyperspaceService:
         next catch-up.
         """
         memory = self._memory
+        self._install_embedded()
         with self._lock:
             todo = dict(self.pending)
             l0_todo = set(self._pending_l0)
@@ -185,11 +208,114 @@ class HyperspaceService:
                 self._pending_l0.discard(iri)
             if is_archive_iri(iri):
                 self._archives.add(iri)
+        if self.deferred:
+            self._queue_embedding(self.engine.take_new_waiting())
+        elif self.engine.waiting:  # saved while waiting for a worker, opened without one
+            self.engine.take_new_waiting()
+            changed += self.engine.embed_waiting()
         if changed:
             self._maybe_rebuild()
         if failure is not None and strict:
             raise failure
         return changed
+
+    # -- deferred embedding (the ``embeddings: thread`` worker) -----------------------------------
+    def _embed_work(self) -> None:
+        """The embed thread: texts in batches through the chain; the vectors wait for the actor."""
+        size = self.config.embed_batch
+        while True:
+            job = self._to_embed.get()
+            if job is None:
+                return
+            batch = [job]
+            while len(batch) < size:
+                try:
+                    more = self._to_embed.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._to_embed.put(None)  # stop after this batch
+                    break
+                batch.append(more)
+            texts = {digest: text for _, digest, text in batch}
+            try:
+                done = embed_batch(self.engine.chain, texts)
+            except Exception as exc:  # noqa: BLE001 - kept and reported; the texts stay findable by words
+                self.rebuild_errors.append(f"embed: {exc}")
+                done = []
+            by_digest = {digest: (space, vector) for space, digest, vector in done}
+            with self._lock:
+                self._unfinished -= len(batch)
+                for iri, digest, _text in batch:
+                    if digest in by_digest:
+                        space, vector = by_digest[digest]
+                        self._embedded.append((space, iri, digest, vector))
+                    else:
+                        self._refused.append((iri, digest))
+
+    def _queue_embedding(self, jobs: Sequence[tuple[str | None, str, str]]) -> None:
+        with self._lock:
+            self._unfinished += len(jobs)
+        for job in jobs:
+            self._to_embed.put(job)
+
+    def wait_embeddings(self, timeout: float = 60.0) -> bool:
+        """Block until the embed worker has nothing queued or in hand (tests and benchmarks);
+        False on timeout. The vectors are installed by the next search or event."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                idle = not self._unfinished
+            if idle:
+                return True
+            time.sleep(0.005)
+        return False
+
+    def wait_indexed(self, timeout: float = 600.0) -> None:
+        """Block until everything the memory holds is indexed, vectors included, and no rebuild is
+        queued (benchmarks and tests: a measurement starts from a settled index); :class:`Timeout`
+        after ``timeout`` seconds. Searches never need this: they answer from what is indexed."""
+        deadline = time.monotonic() + timeout
+
+        def left() -> float:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Timeout(f"the hyperspace index did not settle within {timeout} s")
+            return remaining
+
+        while True:
+            if not self.wait_embeddings(left()):
+                left()
+            self._ask_actor({"t": "catch_up"}, recall=True).get(left())
+            stats = self._ask_actor({"t": "stats"}, recall=False).get(left())
+            with self._lock:
+                idle = not self._unfinished
+            if idle and not stats["waiting_for_vectors"]:
+                break
+        self.wait_rebuilds(left())
+
+    def _install_embedded(self) -> None:
+        """Give waiting documents the vectors the worker made (on the actor: the engine's owner)."""
+        if not self.deferred:
+            return
+        with self._lock:
+            done, self._embedded = self._embedded, []
+            refused, self._refused = self._refused, []
+        engine = self.engine
+        for space, iri, digest, vector in done:
+            engine.install(space, [(iri, digest, vector)])
+        for iri, digest in refused:
+            if iri is not None and engine.waiting.get(iri) == digest:
+                del engine.waiting[iri]
+                engine.embed_failures += 1
+        if done:
+            self._maybe_rebuild()
+
+    def _embed_remainder(self) -> None:
+        """A search's share: the waiting documents, when they are few enough (``embed_at_search``)."""
+        waiting = len(self.engine.waiting)
+        if self.deferred and 0 < waiting <= self.config.embed_at_search and self.engine.embed_waiting():
+            self._maybe_rebuild()
 
     def _apply(
         self, iri: str, copy: tuple[Any, int, list[str], str] | None, source: str, importance: float | None = None
@@ -208,7 +334,8 @@ class HyperspaceService:
         ):
             return 0
         doc = engine.upsert(
-            iri, value, version=version, tags=tags, graph=graph, importance=importance, source=source
+            iri, value, version=version, tags=tags, graph=graph, importance=importance, source=source,
+            defer=self.deferred,
         )
         if doc.types or "subClassOf" in value:
             self.structure_changes += 1
@@ -288,6 +415,7 @@ class HyperspaceService:
         filters = parse_filters(request.get("filters"))
         self.searches += 1
         self.catch_up(strict=True)
+        self._embed_remainder()
         self.refresh_structure()
         memory = self._memory
         permissions = memory.permissions
@@ -441,6 +569,15 @@ class HyperspaceService:
         if self._closed:
             return
         self._closed = True
+        if self._embedder is not None:
+            with contextlib.suppress(queue.Empty):  # a backlog is not worked off on close: it waits for the next open
+                while True:
+                    if self._to_embed.get_nowait() is not None:
+                        with self._lock:
+                            self._unfinished -= 1
+            self._to_embed.put(None)
+            self._embedder.join(timeout=60.0)
+            self._install_embedded()  # what the worker finished is saved; the rest waits for the next open
         if self._worker is not None:
             self._jobs.put(_STOP)
             self._worker.join()

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import http.server
 import json
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,7 +15,14 @@ from hypothesis import strategies as st
 
 from gliding_actors.config import Config
 from gliding_actors.errors import EmbeddingError, InvalidInput
-from gliding_actors.hyperspace import EmbedderChain, HashEmbedder, HyperspaceEngine, OnnxEmbedder, OpenAIEmbedder
+from gliding_actors.hyperspace import (
+    EmbedderChain,
+    HashEmbedder,
+    HyperspaceEngine,
+    OnnxEmbedder,
+    OpenAIEmbedder,
+)
+from tests.hyperspace import _server
 
 # -- hash ------------------------------------------------------------------------------------
 
@@ -154,99 +159,47 @@ def test_onnx_missing_model_is_a_typed_error_and_the_chain_falls_back(tmp_path: 
 # -- openai-compatible endpoint (a local server; never the internet) -----------------------------
 
 
-class _Server:
-    """A tiny /v1/embeddings server whose behaviour each test scripts."""
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-        self.headers: list[dict[str, str]] = []
-        #: per call: a function (inputs) -> (status, body bytes) or "hang"
-        self.script: list[Callable[[list[str]], tuple[int, bytes]] | str] = []
-        self.release = threading.Event()
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                length = int(self.headers["Content-Length"])
-                payload = json.loads(self.rfile.read(length))
-                server.calls.append(list(payload["input"]))
-                server.headers.append(dict(self.headers))
-                action = server.script.pop(0) if server.script else _ok
-                if action == "hang":
-                    server.release.wait(5)
-                    return
-                assert callable(action)
-                status, body = action(payload["input"])
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def _vector(text: str) -> list[float]:
-    return HashEmbedder(16).embed([text])[0].tolist()
-
-
-def _ok(inputs: list[str]) -> tuple[int, bytes]:
-    data = [{"object": "embedding", "index": i, "embedding": _vector(t)} for i, t in enumerate(inputs)]
-    return 200, json.dumps({"object": "list", "data": data, "model": "m"}).encode()
-
-
 @pytest.fixture
-def server() -> Iterator[_Server]:
-    s = _Server()
+def server() -> Iterator[_server.EmbeddingServer]:
+    s = _server.EmbeddingServer()
     yield s
     s.close()
 
 
-def _client(server: _Server, **options: Any) -> tuple[OpenAIEmbedder, list[float]]:
+def _client(server: _server.EmbeddingServer, **options: Any) -> tuple[OpenAIEmbedder, list[float]]:
     slept: list[float] = []
     client = OpenAIEmbedder(server.url, "m", "sk-test", sleep=slept.append, env={}, **options)
     return client, slept
 
 
-def test_openai_batches_and_sends_the_key(server: _Server) -> None:
+def test_openai_batches_and_sends_the_key(server: _server.EmbeddingServer) -> None:
     client, _ = _client(server, batch_size=2)
     vectors = client.embed(["a b", "c d", "e f", "g h", "i j"])
     assert server.calls == [["a b", "c d"], ["e f", "g h"], ["i j"]]
     assert server.headers[0]["Authorization"] == "Bearer sk-test"
     assert vectors.shape == (5, 16)
-    assert np.allclose(vectors[2], np.array(_vector("e f"), dtype=np.float32), atol=1e-6)
+    assert np.allclose(vectors[2], np.array(_server.vector("e f"), dtype=np.float32), atol=1e-6)
 
 
-def test_openai_answers_out_of_order_are_put_back_in_order(server: _Server) -> None:
+def test_openai_answers_out_of_order_are_put_back_in_order(server: _server.EmbeddingServer) -> None:
     def reversed_answer(inputs: list[str]) -> tuple[int, bytes]:
-        data = [{"index": i, "embedding": _vector(t)} for i, t in enumerate(inputs)][::-1]
+        data = [{"index": i, "embedding": _server.vector(t)} for i, t in enumerate(inputs)][::-1]
         return 200, json.dumps({"data": data}).encode()
 
     server.script = [reversed_answer]
     client, _ = _client(server)
     v = client.embed(["first", "second"])
-    assert np.allclose(v[0], _vector("first"), atol=1e-6)
+    assert np.allclose(v[0], _server.vector("first"), atol=1e-6)
 
 
-def test_openai_retries_5xx_and_429_with_backoff(server: _Server) -> None:
-    server.script = [lambda _i: (503, b"{}"), lambda _i: (429, b"{}"), _ok]
+def test_openai_retries_5xx_and_429_with_backoff(server: _server.EmbeddingServer) -> None:
+    server.script = [lambda _i: (503, b"{}"), lambda _i: (429, b"{}"), _server.ok_answer]
     client, slept = _client(server, retries=2, backoff_s=0.5)
     assert client.embed(["x y"]).shape == (1, 16)
     assert len(server.calls) == 3 and slept == [0.5, 1.0]
 
 
-def test_openai_gives_up_after_its_retries(server: _Server) -> None:
+def test_openai_gives_up_after_its_retries(server: _server.EmbeddingServer) -> None:
     server.script = [lambda _i: (500, b"{}")] * 3
     client, _ = _client(server, retries=1)
     with pytest.raises(EmbeddingError, match="failed 2 times"):
@@ -254,8 +207,8 @@ def test_openai_gives_up_after_its_retries(server: _Server) -> None:
     assert len(server.calls) == 2
 
 
-def test_openai_timeout_is_retried_then_typed(server: _Server) -> None:
-    server.script = ["hang", _ok]
+def test_openai_timeout_is_retried_then_typed(server: _server.EmbeddingServer) -> None:
+    server.script = ["hang", _server.ok_answer]
     client, slept = _client(server, timeout_s=0.3, retries=1)
     assert client.embed(["x"]).shape == (1, 16)  # the second try answers
     server.script = ["hang", "hang"]
@@ -263,7 +216,7 @@ def test_openai_timeout_is_retried_then_typed(server: _Server) -> None:
         client.embed(["y"])
 
 
-def test_openai_4xx_is_not_retried(server: _Server) -> None:
+def test_openai_4xx_is_not_retried(server: _server.EmbeddingServer) -> None:
     server.script = [lambda _i: (401, b'{"error": "bad key"}')]
     client, _ = _client(server)
     with pytest.raises(EmbeddingError, match="401"):
@@ -284,7 +237,7 @@ def test_openai_4xx_is_not_retried(server: _Server) -> None:
     ],
     ids=["not-json", "data-not-list", "count", "repeated-index", "dims", "zero-vector", "strings"],
 )
-def test_openai_malformed_answer_is_typed_and_indexes_nothing(server: _Server, body: bytes) -> None:
+def test_openai_malformed_answer_is_typed_and_indexes_nothing(server: _server.EmbeddingServer, body: bytes) -> None:
     server.script = [lambda _i: (200, body)]
     client, _ = _client(server)
     with pytest.raises(EmbeddingError, match="malformed"):
@@ -301,7 +254,7 @@ def test_openai_malformed_answer_is_typed_and_indexes_nothing(server: _Server, b
     assert "n:a" not in engine.bm25
 
 
-def test_openai_failure_falls_back_to_hash_and_records_it(server: _Server) -> None:
+def test_openai_failure_falls_back_to_hash_and_records_it(server: _server.EmbeddingServer) -> None:
     server.script = [lambda _i: (200, b"garbage")]
     client, _ = _client(server, retries=0)
     config = Config().hyperspace

@@ -195,12 +195,14 @@ def test_the_engine_is_saved_on_close_and_reconciled_with_l0_on_open(tmp_path: P
 
 
 def test_background_rebuilds_on_threads(tmp_path: Path) -> None:
-    config = {"hyperspace": {"rebuild_after": 20, "hash_dim": 32}}
+    config = {"hyperspace": {"rebuild_after": 20, "embedder": "hash", "hash_dim": 32}}
     with MemorySystem.open(tmp_path / "m", config=config, runtime="threads") as m:
         pa = m.agent("pa", "PA")
         for i in range(45):
             pa.write(f"node:{i}", {"summary": f"note number {i} about topic {i % 5}"})
-        pa.search("topic", 1)
+        pa.search("topic", 1)  # more than embed_at_search wait: the embed worker makes their vectors
+        assert m.hyperspace.wait_embeddings()
+        pa.search("topic", 1)  # installs them, and the rebuild starts
         m.hyperspace.wait_rebuilds()
         space = m.hyperspace.engine.spaces["hash-v1/32"]
         assert space.stats()["builds"] >= 1 and space.stats()["built"] >= 20

@@ -1,0 +1,77 @@
+"""The embed worker: lines are indexed at once, embedded in batches off the search path; no search waits on a backlog."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gliding_actors.system import MemorySystem
+from tests.hyperspace import _server
+
+
+@pytest.fixture
+def server() -> Iterator[_server.EmbeddingServer]:
+    s = _server.EmbeddingServer()
+    yield s
+    s.close()
+
+
+def _gated(server: _server.EmbeddingServer, **hyperspace: Any) -> dict[str, Any]:
+    """A memory whose embedder is the local server; line texts (``note ...``) wait for ``server.gate``."""
+    server.hold = lambda text: text.startswith("note")
+    return {"hyperspace": {"embedder": "openai", "openai_url": server.url, "openai_model": "m", "fallback": [],
+                           "embeddings": "thread", **hyperspace}}
+
+
+def test_a_search_does_not_wait_for_an_embedding_backlog(server: _server.EmbeddingServer) -> None:
+    """The embedder is stuck: lines are found by their words at once, by meaning once their vectors are in."""
+    with MemorySystem.open(runtime="threads", config=_gated(server, embed_at_search=0)) as m:
+        pa = m.agent("pa", "PA")
+        for i in range(40):
+            pa.write(f"note:{i}", {"summary": f"note {i} about the signing keys"}, graph="plan")
+        found = pa.search("note 7", 3)  # would wait on the stuck embedder (and time out) if a search embedded
+        assert found["iris"][0] == "note:7" and found["embedders"] == []
+        assert m.hyperspace.stats()["waiting_for_vectors"] == 40
+        server.gate.set()
+        assert m.hyperspace.wait_embeddings(timeout=30)
+        found = pa.search("note 7", 3)
+        assert found["iris"][0] == "note:7" and found["embedders"] == ["openai/m"]
+        stats = m.hyperspace.stats()
+        assert stats["waiting_for_vectors"] == 0 and stats["spaces"]["openai/m"]["vectors"] == 40
+
+
+def test_a_search_embeds_a_small_remainder_itself(server: _server.EmbeddingServer) -> None:
+    """At most ``embed_at_search`` waiting lines: the search embeds them, so a fresh line is found by meaning."""
+    server.hold = None
+    with MemorySystem.open(runtime="threads", config=_gated(server, embed_at_search=8)) as m:
+        server.hold = lambda text: False
+        pa = m.agent("pa", "PA")
+        pa.write("note:a", {"summary": "rotate the signing keys"}, graph="plan")
+        found = pa.search("signing", 1)
+        assert found["embedders"] == ["openai/m"] and m.hyperspace.stats()["waiting_for_vectors"] == 0
+
+
+@pytest.mark.parametrize("reopen_on", ["threads", "sim"])
+def test_vectors_not_made_by_close_are_made_after_the_next_open(
+    server: _server.EmbeddingServer, tmp_path: Path, reopen_on: str
+) -> None:
+    config = _gated(server, embed_at_search=0, embed_batch=4)
+    m = MemorySystem.open(tmp_path / "m", runtime="threads", config=config)
+    pa = m.agent("pa", "PA")
+    for i in range(20):
+        pa.write(f"note:{i}", {"summary": f"note {i} about the signing keys"}, graph="plan", tags=["user_intent"])  # write-through
+    assert pa.search("note", 1)["iris"]  # every line indexed by words; the worker holds one batch at the gate
+    threading.Timer(0.3, server.gate.set).start()  # the batch in hand finishes while close waits for it
+    m.close()
+    with MemorySystem.open(tmp_path / "m", runtime=reopen_on, config=config) as m:
+        waiting = m.hyperspace.stats()["waiting_for_vectors"]
+        assert 0 < waiting < 20  # the batch in hand got its vectors; the queued rest was saved waiting
+        assert m.hyperspace.wait_embeddings(timeout=30)
+        found = m.agent("pa", "PA").search("note 3", 20)
+        assert set(found["iris"]) == {f"note:{i}" for i in range(20)}
+        stats = m.hyperspace.stats()
+        assert stats["waiting_for_vectors"] == 0 and stats["spaces"]["openai/m"]["vectors"] == 20
