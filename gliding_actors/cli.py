@@ -141,7 +141,7 @@ def _parser() -> argparse.ArgumentParser:
         "--embedder",
         default=None,
         choices=("hash", "onnx", "openai"),
-        help="text embedder of a suite that embeds (context; default: the library's, hash)",
+        help="text embedder of a suite that embeds (context; default: the library's, onnx)",
     )
 
     from gliding_actors._window_cli import add_window_parsers

@@ -217,8 +217,9 @@ def _similarity_floor(raw: Any, path: tuple[str, ...], _base: Any) -> float | No
 class HyperspaceConfig:
     """The vector engine (read by :mod:`gliding_actors.hyperspace`; docs/HYPERSPACE.md)."""
 
-    #: Text embedder: ``hash`` (no dependency), ``onnx`` (the ``embed`` extra) or ``openai``.
-    embedder: str = dataclasses.field(default="hash", metadata=_one_of(("hash", "onnx", "openai")))
+    #: Text embedder: ``onnx`` (all-MiniLM-L6-v2, the default), ``hash`` (feature hashing: no model,
+    #: ~30x cheaper per text, weaker on meaning) or ``openai`` (an OpenAI-compatible endpoint).
+    embedder: str = dataclasses.field(default="onnx", metadata=_one_of(("hash", "onnx", "openai")))
     #: Tried in order when the embedder cannot be built or fails on a text.
     fallback: tuple[str, ...] = dataclasses.field(default=("hash",), metadata={"parse": _embedder_list})
     #: Dimensions of the hash embedder's vectors.

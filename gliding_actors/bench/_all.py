@@ -11,8 +11,8 @@ makes it possible to tell.
 A suite that raises does not end the run: its error (type, message, the end of
 the traceback) is recorded in its place and the others go on; the command exits
 1 at the end so a script notices. A suite that cannot run here (no Ray for
-``scaling``; no ``--data FILE`` for ``context`` and ``context-onnx``, since
-LoCoMo is not shipped; no ``embed`` extra for ``context-onnx``) is recorded as
+``scaling``; no ``--data FILE`` for ``context`` and ``context-hash``, since
+LoCoMo is not shipped) is recorded as
 ``{"skipped": reason}``, the reason saying what is missing and where to get
 it: a skip is not a failure, and it is never silent.
 
@@ -35,7 +35,6 @@ from __future__ import annotations
 import gc
 import importlib
 import importlib.metadata
-import importlib.util
 import os
 import platform
 import re
@@ -70,8 +69,8 @@ FORMAT = 1
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: packages outside our own requirements whose versions change figures
-#: (optional embedders, the benchmark-only baselines, the plots, Ray)
-_OPTIONAL_PACKAGES = ("onnxruntime", "tokenizers", "tiktoken", "gensim", "matplotlib", "prometheus-client", "ray")
+#: (an optional token counter, the benchmark-only baselines, the plots, Ray)
+_OPTIONAL_PACKAGES = ("tiktoken", "gensim", "matplotlib", "prometheus-client", "ray")
 
 
 @dataclass(frozen=True)
@@ -104,15 +103,12 @@ def _context_data(options: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _context_onnx(options: Mapping[str, Any]) -> str | None:
+def _context_hash(options: Mapping[str, Any]) -> str | None:
     missing = _context_data(options)
     if missing is not None:
         return missing
-    if options.get("embedder") == "onnx":
-        return "the context entry already runs with --embedder onnx"
-    absent = [name for name in ("onnxruntime", "tokenizers") if importlib.util.find_spec(name) is None]
-    if absent:
-        return f"the embed extra is not installed ({', '.join(absent)} missing): pip install 'gliding-actors[embed]'"
+    if options.get("embedder") == "hash":
+        return "the context entry already runs with --embedder hash"
     return None
 
 
@@ -136,7 +132,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("coherence", "coherence"),
     Entry("hyperspace", "hyperspace"),
     Entry("context", "context", skip_reason=_context_data),
-    Entry("context-onnx", "context", options={"embedder": "onnx"}, skip_reason=_context_onnx),
+    Entry("context-hash", "context", options={"embedder": "hash"}, skip_reason=_context_hash),
     Entry("reliability", "reliability", always_quick=True),
     Entry("tokens", "tokens"),
     Entry("team", "team"),

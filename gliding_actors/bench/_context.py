@@ -333,7 +333,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """Run the evaluation; ``trace(kind, payload)`` sees every retrieval input and output (for the leak test).
 
-    ``embedder`` replaces the library's default text embedder (``hash``) for
+    ``embedder`` replaces the library's default text embedder (``onnx``) for
     the memory *and* the fusion baseline alike, so both use the same vectors.
     """
     from gliding_actors.system import MemorySystem

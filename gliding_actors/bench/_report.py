@@ -556,7 +556,7 @@ def _reliability_extra(result: Any, _docs: Path) -> list[str]:
 
 _EXTRAS = {
     "context": _context_extra,
-    "context-onnx": _context_extra,
+    "context-hash": _context_extra,
     "tokens": _tokens_extra,
     "team": _team_extra,
     "replay": _replay_extra,

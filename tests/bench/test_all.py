@@ -123,16 +123,16 @@ def test_every_benchmark_suite_is_an_entry_and_reliability_is_always_quick() -> 
 
 def test_entries_that_cannot_run_here_say_why(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delitem(SUITES, "scaling", raising=False)
-    report = run_all(only=["context", "context-onnx", "scaling"], options={"data": str(tmp_path / "none.json")})
+    report = run_all(only=["context", "context-hash", "scaling"], options={"data": str(tmp_path / "none.json")})
     suites = report["suites"]
     assert "no LoCoMo data at" in suites["context"]["skipped"] and "none.json" in suites["context"]["skipped"]
-    assert "no LoCoMo data at" in suites["context-onnx"]["skipped"]
+    assert "no LoCoMo data at" in suites["context-hash"]["skipped"]
     assert "no 'scaling' suite is registered" in suites["scaling"]["skipped"]
     assert report["errors"] == []
 
 
-def test_context_onnx_is_skipped_when_the_context_entry_already_uses_onnx(tmp_path: Path) -> None:
+def test_context_hash_is_skipped_when_the_context_entry_already_uses_hash(tmp_path: Path) -> None:
     data = tmp_path / "locomo.json"
     data.write_text("[]", encoding="utf-8")
-    report = run_all(only=["context-onnx"], options={"data": str(data), "embedder": "onnx"})
-    assert report["suites"]["context-onnx"] == {"skipped": "the context entry already runs with --embedder onnx"}
+    report = run_all(only=["context-hash"], options={"data": str(data), "embedder": "hash"})
+    assert report["suites"]["context-hash"] == {"skipped": "the context entry already runs with --embedder hash"}

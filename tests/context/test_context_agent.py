@@ -54,8 +54,8 @@ def test_without_a_task_l3_is_skipped_and_recall_takes_its_share(memory: MemoryS
 
 def test_with_no_line_matching_the_archive_answers(memory: MemorySystem) -> None:
     aa = memory.agent("aa", "AA")
-    out = aa.context("asymmetric keys", 300)
-    assert out["path"][1]["found"] == 0  # L2 had nothing
+    out = aa.context("every service can verify", 300)
+    assert out["path"][1]["found"] == 0  # L2 had nothing (no shared word; by meaning, below the floor)
     assert "memory:session-pa/block-2" in out["iris"]  # L0: pa's archived turn
     assert out["sources"]["l0"]["items"] >= 1
 

