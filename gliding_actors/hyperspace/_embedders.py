@@ -199,8 +199,8 @@ def _load_onnx(model: str, stamp: tuple[int, int], vocab: str, max_length: int, 
     import tokenizers
 
     tokenizer = tokenizers.Tokenizer.from_file(vocab)
-    # no fixed padding: a batch is padded to its longest text only
-    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    # no padding here (tokenizer.json asks for 128): OnnxEmbedder pads each small batch of similar lengths itself
+    tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
@@ -230,7 +230,7 @@ class OnnxEmbedder:
         tokenizer_path: str | os.PathLike[str] | None = None,
         *,
         max_length: int = 128,
-        batch_size: int = 32,
+        batch_size: int = 4,
         threads: int = 1,
     ) -> None:
         try:
@@ -258,15 +258,35 @@ class OnnxEmbedder:
         self.name = "onnx/all-MiniLM-L6-v2-int8" if not model_path else f"onnx/{model.stem}"
 
     def embed(self, texts: Sequence[str]) -> Matrix:
-        return _in_batches(texts, "onnx embedder", self.dim, self.batch_size, self._batch)
+        return _in_batches(texts, "onnx embedder", self.dim, 256, self._sorted)
 
-    def _batch(self, texts: list[str]) -> Matrix:
+    def _sorted(self, texts: list[str]) -> Matrix:
+        """Texts in runs of ``batch_size`` of similar token length, rows put back in order.
+
+        Padding costs as much as text, and this model on a CPU is fastest in
+        small batches: on LoCoMo turns (36 tokens on average, up to 97),
+        batches of 4 by length take ~10 ms a text on one core, batches of 32
+        as they come ~26 ms, one text at a time ~12 ms.
+        """
         try:
             encodings = self._tokenizer.encode_batch(texts)
         except Exception as exc:  # noqa: BLE001 - tokenizers raises TypeError on a lone surrogate, and its own errors
             raise EmbeddingError(f"onnx embedder: a text cannot be tokenised (not valid Unicode?): {exc}") from None
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        token_ids = [e.ids for e in encodings]
+        order = sorted(range(len(texts)), key=lambda i: len(token_ids[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            out[rows] = self._batch([token_ids[i] for i in rows])
+        return out
+
+    def _batch(self, token_ids: list[list[int]]) -> Matrix:
+        width = max(1, max(len(t) for t in token_ids))
+        ids = np.zeros((len(token_ids), width), dtype=np.int64)  # [PAD] is 0
+        mask = np.zeros_like(ids)
+        for row, tokens in enumerate(token_ids):
+            ids[row, : len(tokens)] = tokens
+            mask[row, : len(tokens)] = 1
         feeds: dict[str, npt.NDArray[np.int64]] = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
