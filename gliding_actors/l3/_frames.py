@@ -224,12 +224,13 @@ WHERE {{
         "name": "da_input",
         "description": (
             "plan steps: instructions, parameters with their schemas (nested), dependencies, "
-            "language, order, summary and status (DA)"
+            "language, order, summary, status and the step's code: the doer sees it all (DA)"
         ),
         "sparql": f"""
 CONSTRUCT {{
   ?n a ga:Step ; ga:summary ?summary ; ga:status ?status ; ga:instructions ?instructions ;
-     ga:language ?language ; ga:order ?order ; ga:dependsOn ?dep ; ga:parameters ?param .
+     ga:language ?language ; ga:order ?order ; ga:dependsOn ?dep ; ga:parameters ?param ;
+     ga:code ?code .
   ?sub ?sp ?sv .
 }}
 WHERE {{
@@ -237,37 +238,39 @@ WHERE {{
   ?n a ga:Step .
   {{ ?n ga:summary ?summary }} UNION {{ ?n ga:status ?status }}
   UNION {{ ?n ga:instructions ?instructions }} UNION {{ ?n ga:language ?language }}
-  UNION {{ ?n ga:order ?order }} UNION {{ ?n ga:dependsOn ?dep }}
+  UNION {{ ?n ga:order ?order }} UNION {{ ?n ga:dependsOn ?dep }} UNION {{ ?n ga:code ?code }}
   UNION {{ ?n ga:parameters ?param . ?param {_ANY}* ?sub . ?sub ?sp ?sv }}
 }}""",
         "frame": _typed(("Step",)),
         "priority": ("Step",),
-        "drop": ("status", "summary", "order", "dependsOn", "language", "description"),
+        # under a tight budget the code goes first (the doer can read the line itself), then the rest
+        "drop": ("code", "status", "summary", "order", "dependsOn", "language", "description"),
     },
     {
         "name": "ca_review",
         "description": (
-            "artifacts with their summaries and paths (no bodies), the tasks' acceptance "
-            "criteria, earlier review verdicts and severities (CA)"
+            "the tasks (always named, with their goals and acceptance criteria), artifacts with "
+            "their summaries and paths (no bodies), earlier review verdicts and severities (CA)"
         ),
         "sparql": f"""
 CONSTRUCT {{
   ?n a ?type ; ga:summary ?summary ; ga:status ?status ; ga:acceptanceCriteria ?criteria ;
-     ga:path ?path ; ga:verdict ?verdict ; ga:severity ?severity ; ga:reviews ?reviewed ;
-     ga:step ?step .
+     ga:goal ?goal ; ga:path ?path ; ga:verdict ?verdict ; ga:severity ?severity ;
+     ga:reviews ?reviewed ; ga:step ?step .
 }}
 WHERE {{
   {_MEMBER}
   ?n a ?type .
   FILTER(?type IN (ga:Task, ga:Artifact, ga:Review))
-  {{ ?n ga:summary ?summary }} UNION {{ ?n ga:status ?status }}
+  {{ }} UNION {{ ?n ga:summary ?summary }} UNION {{ ?n ga:status ?status }}
+  UNION {{ ?n a ga:Task ; ga:goal ?goal }}
   UNION {{ ?n ga:acceptanceCriteria ?criteria }} UNION {{ ?n ga:path ?path }}
   UNION {{ ?n ga:verdict ?verdict }} UNION {{ ?n ga:severity ?severity }}
   UNION {{ ?n ga:reviews ?reviewed }} UNION {{ ?n ga:step ?step }}
 }}""",
         "frame": _typed(("Task", "Artifact", "Review")),
         "priority": ("Task", "Artifact", "Review"),
-        "drop": ("status", "step", "path", "reviews", "severity", "summary"),
+        "drop": ("status", "step", "path", "reviews", "severity", "goal", "summary"),
     },
     {
         "name": "aa_decision",

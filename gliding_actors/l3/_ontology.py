@@ -66,7 +66,7 @@ PROPERTIES: dict[str, str] = {
     "dependsOn": "link to a step or task that must finish first",
     "language": "the programming language of the step",
     "order": "the step's position in its plan",
-    "code": "a code body (never in pa_init or ca_review: it is what budgets cannot afford)",
+    "code": "a step's code body (da_input only: the doer's; never in pa_init or ca_review)",
     # artifacts and reviews (ca_review, aa_decision)
     "path": "where an artifact lives",
     "step": "link from an artifact or error to the step that produced it / failed",

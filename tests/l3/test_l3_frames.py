@@ -85,9 +85,23 @@ def test_da_input(team: dict[str, Agent]) -> None:
     assert first["language"] == "python"
     assert first["parameters"] == {"name": "key_bits", "required": True, "schema": {"minimum": 2048, "type": "integer"}}
     assert node(result, "step:auth/2")["dependsOn"] == {"@id": "step:auth/1"}  # a reference, not a copy
+    assert CODE_MARKER in node(result, "step:auth/2")["code"]  # the doer sees the code it works on
     text = text_of(result)
-    assert "verdict" not in text and "goal" not in text and CODE_MARKER not in text
+    assert "verdict" not in text and "goal" not in text
     no_foreign(result)
+    squeezed = team["da"].project(task=TASK, max_tokens=80)  # the code is what a tight budget drops first
+    assert CODE_MARKER not in text_of(squeezed) and squeezed["iris"]
+
+
+def test_ca_review_names_a_task_that_has_only_a_goal(memory: MemorySystem) -> None:
+    pa, ca = memory.agent("pa", "PA"), memory.agent("ca", "CA")
+    pa.create_task("task:bare")
+    pa.write("task:bare", {"@type": "Task", "goal": "retire the sessions table"}, graph="plan")
+    result = ca.project("ca_review", "task:bare")
+    assert result["iris"] == ["task:bare"]
+    assert node(result, "task:bare") == {"@id": "task:bare", "@type": "Task", "goal": "retire the sessions table"}
+    pa.write("task:bare", {"@type": "Task"}, graph="plan")  # nothing but its type: still named
+    assert ca.project("ca_review", "task:bare")["iris"] == ["task:bare"]
 
 
 def test_ca_review(team: dict[str, Agent]) -> None:

@@ -17,8 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
 FILES = sorted((REPO / "scenarios" / "projection").glob("*.yaml"))
 
 
-def test_the_three_files_exist() -> None:
-    assert [f.name for f in FILES] == ["budgets.yaml", "cache_hit.yaml", "invalidation.yaml"]
+def test_the_four_files_exist() -> None:
+    assert [f.name for f in FILES] == ["budgets.yaml", "cache_hit.yaml", "invalidation.yaml", "role_contents.yaml"]
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
