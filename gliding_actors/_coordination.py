@@ -13,7 +13,7 @@ from typing import Any
 from gliding_actors._agent_ports import AgentPorts
 from gliding_actors._checks import check_iri, check_object, check_size, check_topic
 from gliding_actors._operation import Call, Tracer, operation, same
-from gliding_actors._results import layers_of, nothing, ready_of, seq_of, token_of
+from gliding_actors._results import layers_of, nothing, ready_of, released_of, seq_of, token_of
 from gliding_actors.bus import BUS_ACTOR, HISTORY_GRAPH, SYSTEM_TOPICS
 from gliding_actors.errors import InvalidInput, PermissionDenied, show
 from gliding_actors.l2._awareness import KEEP
@@ -27,6 +27,7 @@ from gliding_actors.l2._board_requests import (
     TaskCreate,
     TaskDepend,
     TaskLayers,
+    TaskRelease,
     TaskScope,
     Unlock,
     parse_request,
@@ -90,7 +91,7 @@ class CoordinationOps:
     submit_unlock = unlock.submit
 
     def submit_task(self, request: dict[str, Any]) -> Future[dict[str, Any]]:
-        """A task-DAG request (``task.create``, ``task.depend``, ``task.layers``, ``task.complete``).
+        """A task-DAG request (``task.create``, ``task.depend``, ``task.layers``, ``task.complete``, ``task.release``).
 
         ``task.complete`` goes through :meth:`submit_complete_task`: it writes
         the task's lines down before the task is marked finished.
@@ -115,6 +116,19 @@ class CoordinationOps:
     def depend(self, task: str, on: str, *, timeout: float | None = None) -> Call[dict[str, Any], None]:
         """``task`` waits for ``on``; :class:`~gliding_actors.errors.CycleError` if that closes a cycle."""
         return Call(self.submit_task({"t": TaskDepend.KIND, "task": task, "on": on}), nothing, timeout)
+
+    @operation(recorded=False)
+    def release_task(self, task: str, *, timeout: float | None = None) -> Call[dict[str, Any], list[str]]:
+        """Take ``task`` and every task under it out of the DAG; returns their ids, sorted.
+
+        For a plan branch given up or a finished subtree no one needs to track:
+        the tasks leave the DAG (``task.released`` is published on
+        ``task.events``), their lines stay in the memory. Refused
+        (:class:`~gliding_actors.errors.InvalidInput`, nothing released) when a
+        pending task outside the subtree still waits for an unfinished one
+        inside it: releasing would silently unblock it.
+        """
+        return Call(self.submit_task({"t": TaskRelease.KIND, "task": task}), released_of, timeout)
 
     @operation(recorded=False)
     def task_layers(self, task: str | None = None, *, timeout: float | None = None) -> Call[dict[str, Any], list[list[str]]]:

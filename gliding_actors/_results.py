@@ -58,6 +58,10 @@ def seq_of(answer: dict[str, int]) -> int:
     return answer["seq"]
 
 
+def released_of(answer: dict[str, Any]) -> list[str]:
+    return list(answer["released"])
+
+
 def evicted_of(answer: dict[str, Any]) -> list[str]:
     return list(answer["evicted"])
 

@@ -16,7 +16,8 @@ Requests (plain dicts, key ``t``, parsed into the typed values of
 - ``task.create {task, parent?, depends_on?}``, ``task.depend {task, on}``,
   ``task.layers {task}``, ``task.attach {task, iris}``,
   ``task.scope {task, status}`` → ``{"tasks", "nodes"}`` (checks that the task
-  may finish so, changes nothing), ``task.complete {task, status}``
+  may finish so, changes nothing), ``task.complete {task, status}``,
+  ``task.release {task}`` → ``{"released"}`` (the task and its subtree leave the DAG)
 - ``task.members {task}`` → ``{"tasks", "nodes", "statuses"}``: the subtree, attached
   lines and DAG statuses whatever the status (L3 scopes projections with it)
 
@@ -50,6 +51,7 @@ from gliding_actors.l2._board_requests import (
     TaskDepend,
     TaskLayers,
     TaskMembers,
+    TaskRelease,
     TaskScope,
     Tick,
     Unlock,
@@ -270,6 +272,14 @@ class BlackboardActor:
         nodes = sorted({iri for info in infos for iri in info.nodes})
         return {"tasks": subtree, "nodes": nodes, "statuses": {info.task: info.status for info in infos}}
 
+    def _task_release(self, req: TaskRelease, now: float, ctx: Context) -> dict[str, Any]:
+        """Take ``task`` and its subtree out of the DAG (the lines stay in the memory); ``task.released``
+        is published. Refused when a pending task outside the subtree still waits for one inside."""
+        released = self.tasks.release(req.task)
+        event = {"type": "task.released", "task": req.task, "tasks": released}
+        ctx.send(BUS_ACTOR, {"type": "publish", "topic": TASK_EVENTS, "message": event, "publisher": None})
+        return {"released": released}
+
     def _task_complete(self, req: TaskComplete, now: float, ctx: Context) -> dict[str, Any]:
         done = self.tasks.complete(req.task, req.status)
         for event in done.events:
@@ -358,5 +368,6 @@ _HANDLERS: dict[type, Any] = {
     TaskAttach: BlackboardActor._task_attach,
     TaskScope: BlackboardActor._task_scope,
     TaskComplete: BlackboardActor._task_complete,
+    TaskRelease: BlackboardActor._task_release,
     TaskMembers: BlackboardActor._task_members,
 }

@@ -33,6 +33,7 @@ __all__ = [
     "TaskDepend",
     "TaskLayers",
     "TaskMembers",
+    "TaskRelease",
     "TaskScope",
     "Tick",
     "Unlock",
@@ -142,6 +143,12 @@ class TaskComplete(_Request):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class TaskRelease(_Request):
+    KIND = "task.release"
+    task: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class TaskMembers(_Request):
     KIND = "task.members"
     task: str
@@ -156,18 +163,20 @@ class Tick(_Request):
 
 BoardRequest = (
     Register | Heartbeat | Agents | Lock | Unlock | Fence | TaskCreate | TaskDepend | TaskLayers | TaskAttach
-    | TaskScope | TaskComplete | TaskMembers | Tick
+    | TaskScope | TaskComplete | TaskRelease | TaskMembers | Tick
 )
 
 _KINDS: dict[str, type[_Request]] = {
     cls.KIND: cls
     for cls in (
         Register, Heartbeat, Agents, Lock, Unlock, Fence, TaskCreate, TaskDepend, TaskLayers, TaskAttach,
-        TaskScope, TaskComplete, TaskMembers, Tick,
+        TaskScope, TaskComplete, TaskRelease, TaskMembers, Tick,
     )
 }
 #: the requests an agent may send as a task-DAG request (``Agent.submit_task``)
-TASK_REQUESTS: frozenset[type[_Request]] = frozenset({TaskCreate, TaskDepend, TaskLayers, TaskAttach, TaskComplete})
+TASK_REQUESTS: frozenset[type[_Request]] = frozenset(
+    {TaskCreate, TaskDepend, TaskLayers, TaskAttach, TaskComplete, TaskRelease}
+)
 
 
 def _text(message: dict[str, Any], key: str, kind: str) -> str:

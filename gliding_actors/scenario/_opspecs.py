@@ -347,6 +347,12 @@ _V1: tuple[OpSpec, ...] = (
         results={"flushed": _COUNT},
     ),
     _spec(
+        "task.release",
+        args=_args({"task": _NONEMPTY_STR}),
+        results={"released": _list_of(_STR)},
+        main_list="released",
+    ),
+    _spec(
         "task.layers",
         args=_args({"task": _NONEMPTY_STR}),
         results={"layers": _list_of(_list_of(_STR))},

@@ -115,6 +115,8 @@ def scenario_call(call: str, args: Mapping[str, Any]) -> tuple[str | None, dict[
             return "task.layers", {"task": request["task"]}
         if kind == "task.complete":
             return "task.complete", {"task": request.get("task"), "status": request.get("status", "completed")}
+        if kind == "task.release":
+            return "task.release", {"task": request.get("task")}
         return None, {"request": _plain(args.get("request"))}
     if call == "submit_complete_task":
         return "task.complete", {"task": present.get("task"), "status": present.get("status", "completed")}

@@ -59,6 +59,28 @@ def test_bad_requests_are_refused(memory: MemorySystem) -> None:
     assert a.task_layers() == [["task:x"]]
 
 
+def test_release_takes_a_subtree_out_of_the_dag_or_changes_nothing(memory: MemorySystem) -> None:
+    pa, sa = memory.agent("pa", "PA"), memory.agent("sa", "SA")
+    sa.subscribe("task.events")
+    pa.create_task("task:m")
+    pa.create_task("task:m/copy", parent="task:m")
+    pa.create_task("task:billing", depends_on=["task:m/copy"])
+    pa.write("task:m", {"@type": "Task", "goal": "move sessions"}, graph="plan")
+    before = pa.task_layers()
+    with pytest.raises(InvalidInput, match="task:billing still wait"):
+        sa.release_task("task:m")
+    assert pa.task_layers() == before  # refused: nothing released
+    with pytest.raises(InvalidInput):
+        sa.release_task("task:nowhere")
+    assert pa.release_task("task:billing") == ["task:billing"]
+    assert sa.release_task("task:m") == ["task:m", "task:m/copy"]
+    assert pa.task_layers() == []
+    assert pa.read("task:m")["value"] == {"@type": "Task", "goal": "move sessions"}  # the lines stay
+    events = [m["message"] for m in sa.inbox() if m["message"].get("type") == "task.released"]
+    assert events == [{"type": "task.released", "task": "task:billing", "tasks": ["task:billing"]},
+                      {"type": "task.released", "task": "task:m", "tasks": ["task:m", "task:m/copy"]}]
+
+
 def test_team_status_and_stale_agents(memory: MemorySystem) -> None:
     a, b = memory.agent("a", "DA"), memory.agent("b", "CA")
     a.heartbeat("working", "writing tests")

@@ -57,6 +57,11 @@ def _task_complete(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]
     return MappedFuture(world.agent(step).submit_task(request), lambda r: {"flushed": r["flushed"]})
 
 
+@implements("task.release")
+def _task_release(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    return world.agent(step).submit_task({"t": "task.release", "task": step.args["task"]})
+
+
 @implements("query")
 def _query(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
     return world.agent(step).submit_query(step.args["sparql"])
