@@ -7,6 +7,7 @@ The file format (docs/SKILLS.md has the full grammar and an example)::
     type: atomic                      # or composite
     signed-by: team-lead              # optional, with signature:
     signature: <base64url>
+    metadata: {"license": "MIT"}      # optional: one line of JSON (an object)
     ---
 
     # Rotate signing keys             → name
@@ -23,6 +24,10 @@ The file format (docs/SKILLS.md has the full grammar and an example)::
 :class:`InvalidInput` whose message starts ``FILE:LINE:`` and whose ``path``
 is ``(FILE, LINE)``; a problem found in the assembled node (a composite skill
 without parts, an invalid schema) is reported at the line its value came from.
+
+A standard ``SKILL.md`` (front matter ``name`` and ``description``, a free
+Markdown body; no ``id``) is read by :mod:`gliding_actors.skills._skill_md`
+instead: :func:`parse_markdown` tells the two apart by the front matter.
 
 **Round trip.** :func:`render_markdown` writes a node in the *canonical* form
 (sections in the order above, one blank line between blocks, a table when the
@@ -57,6 +62,12 @@ from gliding_actors.skills._model import (
     STEP_TYPE,
     Skill,
 )
+from gliding_actors.skills._skill_md import (
+    is_skill_md,
+    is_skill_md_node,
+    parse_skill_md,
+    render_skill_md,
+)
 
 __all__ = ["TABLE_TYPES", "parse_markdown", "render_markdown"]
 
@@ -89,6 +100,7 @@ class _Parsed:
     what: list[str] = field(default_factory=list)
     sections: dict[str, tuple[int, list[tuple[int, str]]]] = field(default_factory=dict)
     origin: dict[str, int] = field(default_factory=dict)
+    metadata: Any = None
 
     def error(self, line: int, message: str) -> InvalidInput:
         return InvalidInput(f"{self.file}:{line}: {message}", path=(self.file, line))
@@ -101,6 +113,8 @@ def parse_markdown(text: str, file: str = "<skill>") -> dict[str, Any]:
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     if lines and lines[-1] == "":
         lines.pop()
+    if is_skill_md(lines):
+        return parse_skill_md(lines, file)
     parsed = _Parsed(file)
     at = _front_matter(lines, parsed)
     _body(lines, at, parsed)
@@ -117,7 +131,11 @@ def parse_markdown(text: str, file: str = "<skill>") -> dict[str, Any]:
 
 def _front_matter(lines: list[str], parsed: _Parsed) -> int:
     if not lines or lines[0].strip() != "---":
-        raise parsed.error(1, "a skill file starts with front matter: '---', 'id: <iri>', 'type: atomic', '---'")
+        raise parsed.error(
+            1,
+            "a skill file starts with front matter: '---', 'id: <iri>', 'type: atomic', '---' "
+            "(or, for a standard SKILL.md, 'name:' and 'description:')",
+        )
     for number in range(2, len(lines) + 1):
         line = lines[number - 1]
         if line.strip() == "---":
@@ -130,8 +148,8 @@ def _front_matter(lines: list[str], parsed: _Parsed) -> int:
         if match is None:
             raise parsed.error(number, f"expected 'key: value' in the front matter, not {line!r}")
         key, value = match.group(1), (match.group(2) or "").strip()
-        if key not in ("id", "type", "signed-by", "signature"):
-            raise parsed.error(number, f"unknown front matter key {key!r} (id, type, signed-by, signature)")
+        if key not in ("id", "type", "signed-by", "signature", "metadata"):
+            raise parsed.error(number, f"unknown front matter key {key!r} (id, type, signed-by, signature, metadata)")
         if key in parsed.front:
             raise parsed.error(number, f"{key!r} is given twice")
         if not value:
@@ -140,8 +158,15 @@ def _front_matter(lines: list[str], parsed: _Parsed) -> int:
             raise parsed.error(number, f"the id is an IRI (scheme:rest, no spaces), not {value!r}")
         if key == "type" and value not in KINDS:
             raise parsed.error(number, f"the type is {ATOMIC!r} or {COMPOSITE!r}, not {value!r}")
+        if key == "metadata":
+            try:
+                parsed.metadata = json.loads(value)
+            except ValueError as exc:
+                raise parsed.error(number, f"metadata is one line of JSON: {exc}") from None
         parsed.front[key] = value
-        parsed.origin[{"id": "@id", "type": "@type", "signed-by": "signature", "signature": "signature"}[key]] = number
+        parsed.origin[
+            {"id": "@id", "type": "@type", "signed-by": "signature", "signature": "signature", "metadata": "metadata"}[key]
+        ] = number
     raise parsed.error(len(lines), "the front matter is never closed with '---'")
 
 
@@ -218,6 +243,8 @@ def _assemble(parsed: _Parsed) -> dict[str, Any]:
     for key in LINK_KEYS:
         if links[key]:
             node[key] = [{"@id": target} for target in links[key]]
+    if "metadata" in front:
+        node["metadata"] = {"@type": "@json", "@value": parsed.metadata}
     if "signature" in front:
         node["signature"] = {"algorithm": SIGNATURE_ALGORITHM, "keyId": front["signed-by"], "value": front["signature"]}
     return node
@@ -398,6 +425,8 @@ def _render(skill: Skill, *, table: bool) -> str:
     out = ["---", f"id: {skill.iri}", f"type: {skill.kind}"]
     if "signature" in node:
         out += [f"signed-by: {node['signature']['keyId']}", f"signature: {node['signature']['value']}"]
+    if skill.metadata:
+        out.append("metadata: " + json.dumps(skill.metadata, ensure_ascii=False))
     out += ["---", "", f"# {skill.name}", "", skill.what, "", "## Trigger", "", skill.trigger, "", "## Steps", ""]
     for step in skill.steps:
         first, *rest = step.instructions.split("\n") if step.instructions else [""]
@@ -459,10 +488,15 @@ def _check_representable(skill: Skill) -> None:
 def render_markdown(node: dict[str, Any]) -> str:
     """The canonical Markdown of a skill node; ``InvalidInput`` naming the field Markdown cannot carry.
 
+    A SKILL.md-shaped node (:func:`~gliding_actors.skills._skill_md.is_skill_md_node`) is written as
+    a standard SKILL.md; any other in this module's format.
+
     The text is parsed back before it is returned: a node that would not come
     back unchanged is refused, never silently altered.
     """
     skill = Skill.from_node(node)
+    if is_skill_md_node(node):  # what a SKILL.md gave goes back as one
+        return render_skill_md(node)
     _check_representable(skill)
     text = _render(skill, table=True)
     back = _try_parse(text, skill.iri)

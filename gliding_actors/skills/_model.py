@@ -19,6 +19,8 @@ Keys, in canonical order (see docs/SKILLS.md)::
     prerequisite  [{"@id"}]   optional, never empty
     alternative   [{"@id"}]   optional, never empty
     composedOf    [{"@id"}]   composite skills only, at least one
+    metadata      {"@type": "@json", "@value": {...}}   optional: what a SKILL.md's front
+                  matter says besides name and description (license, allowed-tools, ...)
     signature     {"algorithm": "Ed25519", "keyId", "value"}   optional
 
 The input schema is a ``@json`` literal: a schema's keys (``properties``,
@@ -75,6 +77,7 @@ SKILL_KEYS: Final = (
     "steps",
     "inputSchema",
     *LINK_KEYS,
+    "metadata",
     "signature",
 )
 _REQUIRED: Final = frozenset(("@id", "@type", "name", "what", "trigger", "steps", "inputSchema"))
@@ -129,6 +132,8 @@ class Skill:
     alternatives: tuple[str, ...]
     components: tuple[str, ...]
     key_id: str | None
+    #: free-form facts about the skill (a SKILL.md's other front matter keys); {} when absent
+    metadata: dict[str, Any]
 
     @classmethod
     def from_node(cls, node: object) -> Skill:
@@ -167,6 +172,7 @@ class Skill:
         if kind == ATOMIC and links["composedOf"]:
             raise InvalidInput(f"skill {iri}: an atomic skill has no composedOf", path=("composedOf",))
         key_id = _signature(node.get("signature"), iri) if "signature" in node else None
+        metadata = _metadata(node["metadata"], iri) if "metadata" in node else {}
         return cls(
             node=node,
             iri=iri,
@@ -180,6 +186,7 @@ class Skill:
             alternatives=links["alternative"],
             components=links["composedOf"],
             key_id=key_id,
+            metadata=metadata,
         )
 
 
@@ -296,6 +303,18 @@ def _links(node: dict[str, Any], key: str, iri: str) -> tuple[str, ...]:
             raise InvalidInput(f"skill {iri}: {key} names {target} twice", path=(key, i))
         out.append(target)
     return tuple(out)
+
+
+def _metadata(raw: object, iri: str) -> dict[str, Any]:
+    if type(raw) is not dict or set(raw) != {"@type", "@value"} or raw["@type"] != "@json":
+        raise InvalidInput(
+            f"skill {iri}: metadata is a JSON literal {{'@type': '@json', '@value': {{...}}}}", path=("metadata",)
+        )
+    value = raw["@value"]
+    if type(value) is not dict or not value:
+        raise InvalidInput(f"skill {iri}: metadata holds a non-empty JSON object (omit it when empty)",
+                           path=("metadata", "@value"))
+    return value
 
 
 def _signature(raw: object, iri: str) -> str:
