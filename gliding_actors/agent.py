@@ -267,7 +267,17 @@ class Agent(CoordinationOps):
             "graph": checked_graph,
             **extra,
         }
-        return self._recording(checked_iri, self._line_op(checked_iri, request), checked_graph)
+        sent = self._line_op(checked_iri, request)
+        intent_tag = self._system.config.prefetch.intent_tag
+        if intent_tag and intent_tag in request["tags"]:  # the team's intent: the memory judges whether it changed
+            context = self._system.context
+
+            def intent_written(done: Any) -> None:
+                if isinstance(done, BaseFuture) and done.exception() is None:
+                    context.intent_written(checked_iri, checked_value)
+
+            sent.add_done_callback(intent_written)
+        return self._recording(checked_iri, sent, checked_graph)
 
     @operation
     def write(

@@ -303,6 +303,12 @@ class PrefetchConfig:
     decay: float = dataclasses.field(default=0.5, metadata=value_range(0.0, 1.0))
     #: Lines loaded per intent.
     top_k: int = dataclasses.field(default=5, metadata=value_range(0, 1000))
+    #: A line written with this tag is the team's intent (what the user asked for); "" turns the
+    #: watching off. When it changes (below), the memory prefetches around it for every agent.
+    intent_tag: str = "user_intent"
+    #: An intent whose text embedding has a cosine below this to the previous intent's is a change
+    #: (MiniLM, measured: rewordings of one request at 0.58-0.84, different requests at 0.13 or less).
+    intent_change_below: float = dataclasses.field(default=0.5, metadata=value_range(-1.0, 1.0))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -360,6 +360,7 @@ class MemorySystem(CrashOps):
             self._runtime.lookup(session_actor_name(agent_id)).ask({"t": "resume", "fresh": not resume}).get()
             self._runtime.lookup(BLACKBOARD_ACTOR).ask(Register(agent_id, role).message()).get()
             handle = Agent(self, agent_id, role)
+            self.context.note_agent(agent_id, role)
             if self._recorder is not None:
                 self._recorder.agent_added(handle)
             self._agents[agent_id] = handle

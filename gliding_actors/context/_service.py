@@ -40,8 +40,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gliding_actors._ports import MemoryPorts
 from gliding_actors.coherence._hosting import cache_name
 from gliding_actors.context._assemble import Candidate, assemble
+from gliding_actors.context._intent import IntentWatcher
 from gliding_actors.context._prefetch import plan_prefetch
-from gliding_actors.errors import InvalidInput, show
+from gliding_actors.errors import EmbeddingError, InvalidInput, show
+from gliding_actors.hyperspace._embedders import TextEmbedder
+from gliding_actors.hyperspace._text import node_text
 from gliding_actors.l0 import is_valid_iri
 from gliding_actors.l1._actor import session_actor_name
 from gliding_actors.l1._archive import is_archive_iri
@@ -167,6 +170,12 @@ class ContextService:
         #: contexts assembled and their tokens (MemorySystem.stats())
         self.assembled = 0
         self.tokens_assembled = 0
+        #: agent id -> role, of every handle opened on this memory: who an intent change prefetches for
+        self._agents: dict[str, str] = {}
+        #: the intent-change rule's state (owned by the prefetcher actor)
+        self._watcher = IntentWatcher(self.prefetch_config.intent_change_below)
+        #: intents embedded in search's vector space (the same space as the lines)
+        self._intent_embedder = TextEmbedder(memory.hyperspace.engine.chain)
 
     @classmethod
     def start(cls, memory: ContextPorts) -> ContextService:
@@ -174,6 +183,70 @@ class ContextService:
         memory.spawn_supervised(SCHEDULER_ACTOR, lambda: SchedulerActor(service))
         memory.spawn_supervised(PREFETCH_ACTOR, lambda: PrefetcherActor(service))
         return service
+
+    def note_agent(self, agent: str, role: str) -> None:
+        """Agent ``agent`` (of ``role``) has a handle: an intent change prefetches for it too."""
+        with self._lock:
+            self._agents[agent] = role
+
+    # -- intent changes --------------------------------------------------------------------------
+    def intent_written(self, iri: str, value: Mapping[str, Any]) -> Future[dict[str, Any]] | None:
+        """An intent line (written with ``prefetch.intent_tag``) was written: judge it, maybe prefetch.
+
+        Called by the writer's handle once the write completed; returns at
+        once. The prefetcher actor embeds the intent's text and applies the
+        rule (:mod:`gliding_actors.context._intent`); on a change it plans,
+        per role, around the intent, and the service loads each agent's plan
+        (the intent line first) into its cache, as :meth:`submit_intent`
+        does. The future answers ``{changed, similarity, loaded: {agent: [iris]}}``.
+        """
+        config = self.prefetch_config
+        text = node_text(value)
+        if not config.enabled or not config.intent_tag or not text.strip():
+            return None
+        runtime = self._memory.runtime
+        judged = runtime.lookup(PREFETCH_ACTOR).ask({"t": "intent.written", "iri": iri, "text": text})
+
+        def load(verdict: dict[str, Any]) -> Future[dict[str, Any]]:
+            plans: dict[str, list[str]] = verdict.get("loads") or {}
+            loads = [
+                runtime.lookup(cache_name(agent)).ask({"t": "load", "iri": line})
+                for agent, lines in plans.items()
+                for line in lines
+            ]
+
+            def done(_values: list[Any]) -> dict[str, Any]:
+                with self._lock:
+                    self.loaded += len(loads)
+                return {"changed": verdict["changed"], "similarity": verdict.get("similarity"), "loaded": plans}
+
+            return GatheredFuture(loads, done)
+
+        return ChainedFuture(judged, load)
+
+    def judge_intent(self, iri: str, text: str) -> dict[str, Any]:
+        """The prefetcher actor's half: embed, apply the rule, and on a change plan per role."""
+        try:
+            vector = self._intent_embedder.embed(text)
+        except EmbeddingError as exc:  # no verdict without a vector: the next intent is compared to the last one judged
+            return {"changed": False, "similarity": None, "error": str(exc)}
+        verdict = self._watcher.observe(vector)
+        if not verdict.changed:
+            return {"changed": False, "similarity": verdict.similarity}
+        with self._lock:
+            agents = dict(self._agents)
+        plans: dict[str, list[str]] = {}
+        memory = self._memory
+        for role in sorted(set(agents.values())):
+            planned = [line for line, _score in self.plan(role, [iri])]
+            if role == "system" or memory.may_read(role, iri):
+                planned.insert(0, iri)
+            plans[role] = planned
+        return {
+            "changed": True,
+            "similarity": verdict.similarity,
+            "loads": {agent: plans[role] for agent, role in sorted(agents.items()) if plans[role]},
+        }
 
     # -- the current task ----------------------------------------------------------------------
     def set_task(self, agent: str, task: str | None) -> None:
@@ -388,6 +461,8 @@ class ContextService:
         with self._lock:
             return {
                 "intents": self.intents,
+                "intents_written": self._watcher.observed,
+                "intent_changes": self._watcher.changes,
                 "loaded": self.loaded,
                 "assembled": self.assembled,
                 "tokens_assembled": self.tokens_assembled,
@@ -408,12 +483,18 @@ class SchedulerActor:
 
 
 class PrefetcherActor:
-    """Behaviour of ``prefetch``: ``intent`` answers the plan ``{iris, scores}``."""
+    """Behaviour of ``prefetch``: ``intent`` answers the plan ``{iris, scores}``; ``intent.written``
+    judges an intent line (:meth:`ContextService.judge_intent`)."""
 
     def __init__(self, service: ContextService) -> None:
         self._service = service
 
     def receive(self, message: Any, ctx: Context) -> Any:
+        if isinstance(message, dict) and message.get("t") == "intent.written":
+            iri, text = message.get("iri"), message.get("text")
+            if not isinstance(iri, str) or not isinstance(text, str):
+                raise InvalidInput(f"intent.written takes an iri and a text, not {show(message)}")
+            return self._service.judge_intent(iri, text)
         if not isinstance(message, dict) or message.get("t") != "intent":
             raise InvalidInput(f"the prefetcher takes intent requests, not {show(message)}")
         service = self._service
