@@ -247,15 +247,32 @@ class OnnxEmbedder:
             raise EmbeddingError(f"onnx embedder: no model file at {model}")
         if not vocab.is_file():
             raise EmbeddingError(f"onnx embedder: no tokenizer.json at {vocab}")
+        self._load = (model, vocab, max_length, threads)
+        self._open()
+        shape = self._session.get_outputs()[0].shape
+        self.dim = int(shape[-1]) if isinstance(shape[-1], int) else 384
+        self.batch_size = batch_size
+        self.name = "onnx/all-MiniLM-L6-v2-int8" if not model_path else f"onnx/{model.stem}"
+
+    def _open(self) -> None:
+        model, vocab, max_length, threads = self._load
         stat = model.stat()
         self._tokenizer, self._session = _load_onnx(
             str(model.resolve()), (stat.st_size, stat.st_mtime_ns), str(vocab.resolve()), max_length, threads
         )
         self._inputs = {i.name for i in self._session.get_inputs()}
-        shape = self._session.get_outputs()[0].shape
-        self.dim = int(shape[-1]) if isinstance(shape[-1], int) else 384
-        self.batch_size = batch_size
-        self.name = "onnx/all-MiniLM-L6-v2-int8" if not model_path else f"onnx/{model.stem}"
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the inference session (it cannot be): another process (a Ray worker)
+        opens the same model file again, once per process."""
+        state = dict(self.__dict__)
+        for loaded in ("_tokenizer", "_session", "_inputs"):
+            state.pop(loaded, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._open()
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         return _in_batches(texts, "onnx embedder", self.dim, 256, self._sorted)

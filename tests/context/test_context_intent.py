@@ -85,7 +85,7 @@ def test_an_intent_never_loads_what_a_role_may_not_read() -> None:
         memory.agent("pa", "PA").write("note:secret", {"about": {"@id": "task:auth"}, "summary": "the key"},
                                        graph="secret")
         memory.flush()
-        da = memory.agent("da", "DA")
+        memory.agent("da", "DA")  # a handle: the intent change prefetches for it
         _intent(memory, "Switch our authentication to JWT tokens", "task:auth")
         assert memory.inspect("note:secret")["caches"]["da"] == "I"
         assert memory.inspect("task:auth")["caches"]["da"] == "S"

@@ -120,6 +120,19 @@ def test_onnx_engine_search_ranks_by_meaning() -> None:
     assert {engine.docs[i].space for i, _ in hits} == {"onnx/all-MiniLM-L6-v2-int8"}
 
 
+def test_onnx_pickles_for_another_process(onnx: OnnxEmbedder) -> None:
+    """A Ray worker gets the memory's embedders pickled: the session is reopened there, not shipped."""
+    import pickle
+
+    code = (
+        "import pickle, sys; e = pickle.loads(sys.stdin.buffer.read());"
+        "sys.stdout.buffer.write(pickle.dumps(e.embed(['rotate the signing keys'])))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(onnx),
+                         capture_output=True, check=True)
+    assert np.allclose(pickle.loads(out.stdout), onnx.embed(["rotate the signing keys"]), atol=1e-6)
+
+
 def test_onnx_refuses_a_text_that_is_not_unicode_with_a_typed_error(onnx: OnnxEmbedder) -> None:
     """A lone surrogate makes the tokenizer raise TypeError: it must reach callers (and actors) typed."""
     with pytest.raises(EmbeddingError, match="cannot be tokenised"):
