@@ -266,10 +266,11 @@ class HyperspaceConfig:
     #: or ``auto``: inline on the deterministic simulator, a thread otherwise.
     rebuilds: str = dataclasses.field(default="auto", metadata=_one_of(("auto", "thread", "inline")))
     #: Where lines' texts are embedded: on a worker thread in batches (``thread``: a write or a
-    #: search never waits for a backlog; a line is found by its words until its vector is in), on
-    #: the engine's own turn as it is indexed (``inline``), or ``auto``: inline on the deterministic
-    #: simulator, a thread otherwise.
-    embeddings: str = dataclasses.field(default="auto", metadata=_one_of(("auto", "thread", "inline")))
+    #: search never waits for a backlog; a line is found by its words until its vector is in), by
+    #: the next search that needs them, on the engine's turn (``search``: only a line's newest text
+    #: is embedded, deterministically), as each is indexed (``inline``), or ``auto``: ``search`` on
+    #: the deterministic simulator, ``thread`` otherwise.
+    embeddings: str = dataclasses.field(default="auto", metadata=_one_of(("auto", "thread", "search", "inline")))
     #: With a worker, a search first embeds the lines still waiting for their vector when at most
     #: this many wait (a small remainder: a line written just before the search is found by meaning
     #: too); a larger backlog is left to the worker, and the search answers without waiting for it.

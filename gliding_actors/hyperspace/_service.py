@@ -105,6 +105,9 @@ class HyperspaceService:
         mode = self.config.embeddings
         #: texts are embedded by a worker thread (see the ``embeddings`` config key)
         self.deferred = mode == "thread" or (mode == "auto" and not deterministic)
+        #: texts wait until a search (or a catch-up request) needs them, then are embedded on the
+        #: actor's turn: only a line's newest text is ever embedded, and a replay stays deterministic
+        self.lazy = mode == "search" or (mode == "auto" and deterministic)
         #: ``(iri or None, digest, text)`` for the embed worker; None stops it
         self._to_embed: queue.Queue[tuple[str | None, str, str] | None] = queue.Queue()
         #: vectors the worker made, installed by the actor at its next catch-up: (space, iri, digest, vector)
@@ -164,7 +167,7 @@ class HyperspaceService:
             if hit is not None and hit[2] >= waiting:
                 value = unpack_value(hit[1])
                 if isinstance(value, dict):
-                    if not self.deferred:
+                    if not (self.deferred or self.lazy):
                         self.engine.warm(value)
                     elif (text := node_text(value)).strip():
                         self._queue_embedding([(None, _digest(text), text)])
@@ -210,7 +213,7 @@ class HyperspaceService:
                 self._archives.add(iri)
         if self.deferred:
             self._queue_embedding(self.engine.take_new_waiting())
-        elif self.engine.waiting:  # saved while waiting for a worker, opened without one
+        elif self.engine.waiting and not self.lazy:  # saved while waiting for a worker, opened without one
             self.engine.take_new_waiting()
             changed += self.engine.embed_waiting()
         if changed:
@@ -311,10 +314,21 @@ class HyperspaceService:
         if done:
             self._maybe_rebuild()
 
-    def _embed_remainder(self) -> None:
-        """A search's share: the waiting documents, when they are few enough (``embed_at_search``)."""
-        waiting = len(self.engine.waiting)
-        if self.deferred and 0 < waiting <= self.config.embed_at_search and self.engine.embed_waiting():
+    def _embed_remainder(self, *, settle: bool = False) -> None:
+        """A search's share of the waiting documents: all of them when lazy (or ``settle``: a
+        catch-up request), else when they are few enough (``embed_at_search``)."""
+        engine = self.engine
+        waiting = len(engine.waiting)
+        if not waiting:
+            return
+        if self.lazy or (settle and not self.deferred):
+            engine.take_new_waiting()
+            embedded = engine.embed_waiting()
+        elif self.deferred and waiting <= self.config.embed_at_search:
+            embedded = engine.embed_waiting()
+        else:
+            return
+        if embedded:
             self._maybe_rebuild()
 
     def _apply(
@@ -335,7 +349,7 @@ class HyperspaceService:
             return 0
         doc = engine.upsert(
             iri, value, version=version, tags=tags, graph=graph, importance=importance, source=source,
-            defer=self.deferred,
+            defer=self.deferred or self.lazy,
         )
         if doc.types or "subClassOf" in value:
             self.structure_changes += 1
@@ -620,7 +634,9 @@ class HyperspaceActor:
         if kind == "search":
             return service.search_now(message)
         if kind == "catch_up":
-            return service.catch_up(strict=True)
+            changed = service.catch_up(strict=True)
+            service._embed_remainder(settle=True)
+            return changed
         if kind == "refresh_structure":
             service.catch_up(strict=True)
             return service.refresh_structure(force=True)

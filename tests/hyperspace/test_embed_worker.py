@@ -75,3 +75,22 @@ def test_vectors_not_made_by_close_are_made_after_the_next_open(
         assert set(found["iris"]) == {f"note:{i}" for i in range(20)}
         stats = m.hyperspace.stats()
         assert stats["waiting_for_vectors"] == 0 and stats["spaces"]["openai/m"]["vectors"] == 20
+
+
+@pytest.mark.parametrize("mode", ["auto", "search", "inline"])
+def test_on_the_simulator_only_the_text_a_search_needs_is_embedded(mode: str) -> None:
+    """``search`` (the simulator's default): a line rewritten three times is embedded once, by the search;
+    ``inline`` embeds each version the engine indexes."""
+    config = {"hyperspace": {"embeddings": mode, "embedder": "hash"}}
+    with MemorySystem.open(runtime="sim", config=config) as m:
+        pa = m.agent("pa", "PA")
+        for text in ("rotate the signing keys", "rotate the keys monthly", "rotate the keys weekly"):
+            pa.write("note:keys", {"summary": text}, graph="plan", tags=["confirmed_fact"])  # home at once
+            m.quiesce(5)
+        before = m.hyperspace.engine.embedded
+        found = pa.search("keys weekly", 1)
+        assert found["iris"] == ["note:keys"] and found["embedders"] == ["hash-v1/384"]
+        if mode == "inline":
+            assert before == 3 and m.hyperspace.engine.embedded == 3
+        else:
+            assert before == 0 and m.hyperspace.engine.embedded == 1
