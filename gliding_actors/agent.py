@@ -658,6 +658,7 @@ class AsyncAgent:
     create_task = Agent.create_task.awaitable
     depend = Agent.depend.awaitable
     task_layers = Agent.task_layers.awaitable
+    release_task = Agent.release_task.awaitable
     complete_task = Agent.complete_task.awaitable
     attach_to_task = Agent.attach_to_task.awaitable
     subscribe = Agent.subscribe.awaitable

@@ -204,8 +204,17 @@ class ContextService:
         text = node_text(value)
         if not config.enabled or not config.intent_tag or not text.strip():
             return None
-        runtime = self._memory.runtime
-        judged = runtime.lookup(PREFETCH_ACTOR).ask({"t": "intent.written", "iri": iri, "text": text})
+        memory = self._memory
+        runtime = memory.runtime
+
+        def judge(_moved: int) -> Future[dict[str, Any]]:
+            # after the recall the graph holds the intent and what it links to (its puts may travel by message)
+            asked: Future[dict[str, Any]] = runtime.lookup(PREFETCH_ACTOR).ask(
+                {"t": "intent.written", "iri": iri, "text": text}
+            )
+            return asked
+
+        judged = ChainedFuture(memory.submit_recall(), judge)
 
         def load(verdict: dict[str, Any]) -> Future[dict[str, Any]]:
             plans: dict[str, list[str]] = verdict.get("loads") or {}
