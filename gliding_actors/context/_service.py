@@ -214,7 +214,7 @@ class ContextService:
             )
             return asked
 
-        judged = ChainedFuture(memory.submit_recall(), judge)
+        judged: Future[dict[str, Any]] = ChainedFuture(memory.submit_recall(), judge)
 
         def load(verdict: dict[str, Any]) -> Future[dict[str, Any]]:
             plans: dict[str, list[str]] = verdict.get("loads") or {}
