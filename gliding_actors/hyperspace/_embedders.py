@@ -30,6 +30,7 @@ with the reason kept in :attr:`EmbedderChain.skipped`.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import os
@@ -145,7 +146,7 @@ class HashEmbedder:
                 for i in range(max(1, len(marked) - n + 1)):
                     key = f"c{n}:" + marked[i : i + n]
                     feats[key] = feats.get(key, 0.0) + 0.25
-        for a, b in zip(tokens, tokens[1:], strict=False):
+        for a, b in itertools.pairwise(tokens):
             key = f"b:{a} {b}"
             feats[key] = feats.get(key, 0.0) + 0.5
         return feats

@@ -353,11 +353,18 @@ class HyperspaceEngine:
         for space, digest, vector in embed_batch(self.chain, texts):
             got += self.install(space, [(iri, d, vector) for iri, d in todo if d == digest])
         for iri, digest in todo:
-            if self.waiting.get(iri) == digest:
-                del self.waiting[iri]
-                self._new_waiting.pop(iri, None)
-                self.embed_failures += 1
+            self.refuse(iri, digest)
         return got
+
+    def refuse(self, iri: str, digest: str) -> None:
+        """Every embedder refused ``iri``'s text ``digest``: it stops waiting (counted in
+        :attr:`embed_failures`) and stays findable by words and filters. A document whose text
+        changed since is still waiting for its new text, so it is left alone."""
+        if self.waiting.get(iri) != digest:
+            return
+        del self.waiting[iri]
+        self._new_waiting.pop(iri, None)
+        self.embed_failures += 1
 
     def remove(self, iri: str) -> bool:
         self.waiting.pop(iri, None)

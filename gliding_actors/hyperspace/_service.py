@@ -214,7 +214,6 @@ class HyperspaceService:
         if self.deferred:
             self._queue_embedding(self.engine.take_new_waiting())
         elif self.engine.waiting and not self.lazy:  # saved while waiting for a worker, opened without one
-            self.engine.take_new_waiting()
             changed += self.engine.embed_waiting()
         if changed:
             self._maybe_rebuild()
@@ -308,9 +307,8 @@ class HyperspaceService:
         for space, iri, digest, vector in done:
             engine.install(space, [(iri, digest, vector)])
         for iri, digest in refused:
-            if iri is not None and engine.waiting.get(iri) == digest:
-                del engine.waiting[iri]
-                engine.embed_failures += 1
+            if iri is not None:
+                engine.refuse(iri, digest)
         if done:
             self._maybe_rebuild()
 
@@ -321,14 +319,11 @@ class HyperspaceService:
         waiting = len(engine.waiting)
         if not waiting:
             return
-        if self.lazy or (settle and not self.deferred):
-            engine.take_new_waiting()
-            embedded = engine.embed_waiting()
-        elif self.deferred and waiting <= self.config.embed_at_search:
-            embedded = engine.embed_waiting()
-        else:
+        everything = self.lazy or (settle and not self.deferred)
+        few_enough = self.deferred and waiting <= self.config.embed_at_search
+        if not (everything or few_enough):
             return
-        if embedded:
+        if engine.embed_waiting():
             self._maybe_rebuild()
 
     def _apply(
