@@ -76,5 +76,7 @@ def test_pyinstrument_rows_are_real_functions_whose_own_times_add_up() -> None:
 
     _wall, rows = _rows_pyinstrument(module, 3, 60)
     assert rows and not any(row["function"].startswith("[") for row in rows)
-    assert sum(row["own_share"] for row in rows) <= 1.0 + 1e-6
-    assert max(row["own_share"] for row in rows) < 0.5
+    # the self times add up to the whole run, spread over the functions that spent them (the
+    # bug made one synthetic row of 100 %); a native call such as the embedder's may dominate
+    assert sum(row["own_share"] for row in rows) == pytest.approx(1.0, abs=1e-6)
+    assert sum(1 for row in rows if row["own_share"] > 0.001) >= 5
