@@ -9,6 +9,7 @@ from gliding_actors._ports import MemoryPorts
 from gliding_actors.runtime import Future
 
 if TYPE_CHECKING:
+    from gliding_actors._expiry import ExpirySweeper
     from gliding_actors.clock import Clock
     from gliding_actors.context._service import ContextService
     from gliding_actors.hyperspace._service import HyperspaceService
@@ -31,6 +32,9 @@ class AgentPorts(MemoryPorts, Protocol):
     def hyperspace(self) -> HyperspaceService: ...
     @property
     def context(self) -> ContextService: ...
+    @property
+    def expiry(self) -> ExpirySweeper:
+        """The lines written with a time to live, and the sweep that deletes them when due."""
 
     def submit_flush(self, iris: Iterable[str] | None = None) -> Future[int]:
         """Write down to L0 every line newer in a cache or in L2 than in L0."""

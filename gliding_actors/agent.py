@@ -26,6 +26,7 @@ from gliding_actors._checks import (
     check_tags,
 )
 from gliding_actors._coordination import CoordinationOps
+from gliding_actors._expiry import check_ttl
 from gliding_actors._operation import Call, Tracer, operation, same
 from gliding_actors._results import (
     ReadResult,
@@ -74,6 +75,8 @@ class Agent(CoordinationOps):
         #: the hit path touches only ``_tallies``, this handle's own map
         self._counters = system.counters.agent(agent_id)
         self._tallies = self._counters.tallies
+        #: lines written with a time to live (the read paths' O(1) "is anything due?")
+        self._expiry_table = system.expiry.table
 
     @property
     def id(self) -> str:
@@ -118,6 +121,8 @@ class Agent(CoordinationOps):
         """
         if type(iri) is not str:  # a list or dict cannot be looked up; the caller's check refuses it
             return None
+        if self._expiry_table.due():  # an expired line reads as absent: deleted before any read answers
+            self._system.expiry.sweep()
         hit = self._view.get(iri)
         if hit is None or iri in self._in_flight:
             return None
@@ -245,10 +250,24 @@ class Agent(CoordinationOps):
         return MappedFuture(future, note)
 
     def _send_write(
-        self, kind: str, iri: str, value: dict[str, Any], tags: Iterable[str] | None, graph: str | None, **extra: Any
+        self,
+        kind: str,
+        iri: str,
+        value: dict[str, Any],
+        tags: Iterable[str] | None,
+        graph: str | None,
+        importance: float | None = None,
+        ttl_s: float | None = None,
+        **extra: Any,
     ) -> Future[Any]:
-        """Validate a write once (IRI, JSON object, JSON-LD, tags, graph, permission), then
-        send it to the cache, recording where the line lands; raises before anything is sent."""
+        """Validate a write once (IRI, JSON object, JSON-LD, tags, graph, importance, time to live,
+        permission), then send it to the cache, recording where the line lands and when it
+        expires; raises before anything is sent."""
+        if importance is not None and (
+            isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0 <= importance <= 1
+        ):
+            raise InvalidInput(f"importance is a number in [0, 1] (or None: the line's), not {show(importance)}")
+        ttl = check_ttl(ttl_s)
         checked_iri = check_iri(iri)
         checked_value = check_object(value, "a line's value")
         check_storable(checked_iri, checked_value, self._system.config.l0.max_node_bytes)
@@ -267,7 +286,19 @@ class Agent(CoordinationOps):
             "graph": checked_graph,
             **extra,
         }
+        if importance is not None:
+            request["importance"] = float(importance)
+        if ttl is not None:
+            expires = request["expires"] = self._system.clock.now() + ttl
+            table = self._system.expiry.table
+
+            def expiring(done: Any) -> None:
+                if isinstance(done, BaseFuture) and done.exception() is None:
+                    table.note(checked_iri, int(done.result_now()["version"]), expires)
+
         sent = self._line_op(checked_iri, request)
+        if ttl is not None:
+            sent.add_done_callback(expiring)
         intent_tag = self._system.config.prefetch.intent_tag
         if intent_tag and intent_tag in request["tags"]:  # the team's intent: the memory judges whether it changed
             context = self._system.context
@@ -287,14 +318,21 @@ class Agent(CoordinationOps):
         *,
         tags: Iterable[str] | None = None,
         graph: str | None = None,
+        importance: float | None = None,
+        ttl_s: float | None = None,
         timeout: float | None = None,
     ) -> Call[WriteResult, WriteResult]:
         """Write ``value`` (a JSON object); completes once this agent holds the line in M.
 
         A write carrying a critical tag (config ``coherence.critical_tags``) is
         write-through: it completes only after L2 and L0 hold it durably.
+        ``importance`` (0..1; None keeps the line's, 0.5 for a new one) is kept
+        in L0 and filters search. With ``ttl_s`` the line expires that many
+        seconds after this write (on the memory's clock): from then on it reads
+        as absent everywhere, and the system deletes it (docs/COHERENCE.md,
+        "Time to live"); a later write without ``ttl_s`` makes it permanent.
         """
-        return Call(self._send_write("store", iri, value, tags, graph), same, timeout)
+        return Call(self._send_write("store", iri, value, tags, graph, importance, ttl_s), same, timeout)
 
     submit_write = write.submit
 
@@ -307,24 +345,35 @@ class Agent(CoordinationOps):
         *,
         tags: Iterable[str] | None = None,
         graph: str | None = None,
+        importance: float | None = None,
+        ttl_s: float | None = None,
         timeout: float | None = None,
     ) -> Call[WriteResult, WriteResult]:
-        """Write only if the line is still at ``version``; ``ConflictError`` otherwise."""
+        """Write only if the line is still at ``version``; ``ConflictError`` otherwise (the rest as :meth:`write`)."""
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise InvalidInput(f"cas: version is an integer >= 0, not {show(version)}")
-        return Call(self._send_write("cas", iri, value, tags, graph, version=version), same, timeout)
+        sent = self._send_write("cas", iri, value, tags, graph, importance, ttl_s, version=version)
+        return Call(sent, same, timeout)
 
     submit_cas = cas.submit
 
     @operation
-    def delete(self, iri: str, *, timeout: float | None = None) -> Call[dict[str, Any], int]:
+    def delete(
+        self, iri: str, *, version: int | None = None, timeout: float | None = None
+    ) -> Call[dict[str, Any], int]:
         """Delete the line (a write of a tombstone); returns the new version.
 
         Needs the ``delete`` right on the line's graph; the tombstone stays in that graph.
+        With ``version``, only if the line is still at it (``ConflictError`` otherwise, as :meth:`cas`).
         """
         checked = check_iri(iri)
+        request: dict[str, Any] = {"t": "delete", "iri": checked}
+        if version is not None:
+            if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+                raise InvalidInput(f"delete: version is an integer >= 0 (or None), not {show(version)}")
+            request["version"] = version
         self._require("delete", self._line_graphs.graph_of(checked), checked)
-        sent = self._recording(checked, self._line_op(checked, {"t": "delete", "iri": checked}), None, keep=True)
+        sent = self._recording(checked, self._line_op(checked, request), None, keep=True)
         return Call(sent, version_of, timeout)
 
     submit_delete = delete.submit
@@ -352,6 +401,7 @@ class Agent(CoordinationOps):
             raise InvalidInput("a SPARQL query is a non-empty string")
         system = self._system
         system.graph.check_query(sparql, bindings)  # before the recall: a refused query moves nothing
+        system.expiry.sweep_if_due()
         role = self._role
 
         def run(_moved: int) -> dict[str, Any]:
@@ -535,6 +585,7 @@ class Agent(CoordinationOps):
         valid cached view answers at once, without a message; otherwise the
         dirty lines are recalled and a worker computes it.
         """
+        self._system.expiry.sweep_if_due()
         return Call(self._system.l3.submit(self._role, frame, task, max_tokens, query=query), same, timeout)
 
     submit_project = project.submit
@@ -552,6 +603,7 @@ class Agent(CoordinationOps):
         ``max_importance``. Coherent (dirty lines are recalled first) and
         confined to what this role may read.
         """
+        self._system.expiry.sweep_if_due()
         return Call(self._system.hyperspace.submit_search(self._role, text, k, filters), same, timeout)
 
     submit_search = search.submit
@@ -578,6 +630,7 @@ class Agent(CoordinationOps):
         and L0 archives; the budget goes to what adds most relevance per
         token. ``tokens`` (counted by ``counter``) never exceeds ``max_tokens``.
         """
+        self._system.expiry.sweep_if_due()
         sent = self._system.context.submit_context(self._id, self._role, query, max_tokens, task)
         return Call(sent, same, timeout)
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from gliding_actors._checks import check_iri
 from gliding_actors._crashes import CrashOps
 from gliding_actors._dataset import export_lines, parse_dataset, write_lines
+from gliding_actors._expiry import SWEEPER_AGENT, ExpirySweeper, ExpiryTable
 from gliding_actors._l0_layout import check_l0_layout, record_l0_layout
 from gliding_actors._supervision import SUPERVISOR_ACTOR, Supervision, SupervisorActor
 from gliding_actors.agent import ROLES, Agent
@@ -36,15 +37,8 @@ from gliding_actors.bus import BUS_ACTOR, BusState, MemoryBus
 from gliding_actors.clock import Clock, VirtualClock
 from gliding_actors.coherence._cache import CacheController
 from gliding_actors.coherence._distributed import ShardRecipe
-from gliding_actors.coherence._home import DEFAULT_GRAPH, L2Stats, LayeredHome
-from gliding_actors.coherence._hosting import (
-    LINE_CHANGED,
-    CacheActor,
-    DirectoryActor,
-    SnapshotBoard,
-    agent_of,
-    cache_name,
-)
+from gliding_actors.coherence._home import DEFAULT_GRAPH, EXPIRES_AT, L2Stats, LayeredHome
+from gliding_actors.coherence._hosting import LINE_CHANGED, CacheActor, DirectoryActor, SnapshotBoard, agent_of, cache_name
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.coherence._states import epoch_floor
 from gliding_actors.config import Config
@@ -63,14 +57,7 @@ from gliding_actors.l2._permissions import PermissionMatrix
 from gliding_actors.l2._registry import LineGraphs
 from gliding_actors.l3 import ProjectionService
 from gliding_actors.metrics._counters import SystemCounters
-from gliding_actors.runtime import (
-    DRIVER_ONLY,
-    IN_DRIVER,
-    Future,
-    GatheredFuture,
-    Runtime,
-    create_runtime,
-)
+from gliding_actors.runtime import DRIVER_ONLY, IN_DRIVER, Future, GatheredFuture, Runtime, create_runtime
 from gliding_actors.runtime._cell import check_actor_name
 
 if TYPE_CHECKING:
@@ -122,6 +109,13 @@ class MemorySystem(CrashOps):
         self.permissions = PermissionMatrix.default().merged(config.permissions)
         #: which named graph each line is in, for the agent handles' permission checks
         self.line_graphs = LineGraphs(DEFAULT_GRAPH)
+        #: lines written with a time to live, deleted by a ``system`` agent once due (gliding_actors/_expiry.py)
+        self.expiry = ExpirySweeper(
+            ExpiryTable(runtime.clock),
+            lambda: self.agent(SWEEPER_AGENT, "system"),
+            self.line_graphs.version_of,
+            config.runtime.ask_timeout_s,
+        )
         for entry in self._l0.query():  # the graph is rebuilt from what L0 holds
             if is_archive_iri(entry.iri):  # L1's archived turns are L0-only nodes, not lines
                 continue
@@ -129,6 +123,8 @@ class MemorySystem(CrashOps):
                 entry.iri, entry.content, entry.named_graph or DEFAULT_GRAPH, entry.version, tuple(entry.tags)
             )
             self.line_graphs.record(entry.iri, entry.named_graph or DEFAULT_GRAPH, entry.version)
+            if EXPIRES_AT in entry.metadata:
+                self.expiry.table.note(entry.iri, entry.version, float(entry.metadata[EXPIRES_AT]))
         self.board = SnapshotBoard()
         #: the counters behind stats() (gliding_actors/metrics); tokens in the context layer's counter
         self.counters = SystemCounters(get_counter(config.context.counter))
@@ -711,6 +707,10 @@ class MemorySystem(CrashOps):
     def flush(self, *, timeout: float | None = None) -> int:
         """Blocking :meth:`submit_flush`; returns how many lines were written."""
         return self.submit_flush().get(timeout)
+
+    def sweep_expired(self) -> int:
+        """Delete every line whose time to live ran out (each read sweeps what is due anyway); how many."""
+        return self.expiry.sweep()
 
     def export(self, format: str = "jsonld", *, graph: str | None = None, timeout: float | None = None) -> str:
         """Every live line (of ``graph`` only, if given) as a ``jsonld`` or ``nquads`` document (docs/L2.md).

@@ -11,13 +11,17 @@ are downloaded at run time (``pip download --no-deps --no-binary :all:``)
 into a scratch folder and run there, test bodies unchanged:
 
 * ``langgraph-checkpoint``: ``tests/test_store.py``;
-* ``langgraph-checkpoint-sqlite``: ``tests/test_store.py`` and ``tests/test_async_store.py``.
+* ``langgraph-checkpoint-sqlite``: ``tests/test_store.py``, ``tests/test_async_store.py`` and
+  ``tests/test_ttl.py`` (time to live: ``ttl=`` configs, ``put(ttl=)``, ``refresh_ttl``,
+  ``sweep_ttl()`` and the sweeper thread; with real sleeps of a few seconds).
 
 Only the store is swapped: a ``conftest.py`` written beside them replaces the
 names the tests build their stores with (``InMemoryStore(...)``,
 ``SqliteStore.from_conn_string(...)``, ``AsyncSqliteStore.from_conn_string(...)``)
 by a factory of the store under test, passing on exactly what the test passes
-(``index=``). Each file runs twice, once per store (``GlidingStore`` over a
+(``index=``, ``ttl=``; the async SQLite store's sweeper methods are coroutines,
+so under those tests GlidingStore's sweeper methods are wrapped in coroutines
+that run them on the loop's executor). Each file runs twice, once per store (``GlidingStore`` over a
 ``system`` agent of a new memory on the default configuration, on the
 threads runtime; then ``InMemoryStore``), and the report lists, per test,
 both outcomes: the tests InMemoryStore passes and GlidingStore does not are
@@ -43,7 +47,7 @@ from typing import Any
 #: (distribution, test files) whose tests run against the swapped store
 SOURCES = (
     ("langgraph-checkpoint", ("tests/test_store.py",)),
-    ("langgraph-checkpoint-sqlite", ("tests/test_store.py", "tests/test_async_store.py")),
+    ("langgraph-checkpoint-sqlite", ("tests/test_store.py", "tests/test_async_store.py", "tests/test_ttl.py")),
 )
 STORES = ("gliding", "inmemory")
 
@@ -81,9 +85,9 @@ _CONFTEST = textwrap.dedent(
             return _Done()
 
 
-    def make_store(index=None, **kwargs):
+    def make_store(index=None, ttl=None, asynchronous=False, **kwargs):
         """The store under test, given exactly what the test gave its own store."""
-        given = dict(kwargs, **({"index": index} if index is not None else {}))
+        given = dict(kwargs, **({"index": index} if index is not None else {}), **({"ttl": ttl} if ttl is not None else {}))
         if STORE == "inmemory":
             return InMemoryUnderTest(**given)
         from gliding_actors import MemorySystem
@@ -93,23 +97,36 @@ _CONFTEST = textwrap.dedent(
             def setup(self):
                 return _Done()
 
+        class AsyncGlidingUnderTest(GlidingUnderTest):
+            """AsyncSqliteStore's sweeper methods are coroutines: the same calls, awaited."""
+
+            async def sweep_ttl(self):
+                return await self.asweep_ttl()
+
+            async def start_ttl_sweeper(self, sweep_interval_minutes=None):
+                GlidingStore.start_ttl_sweeper(self, sweep_interval_minutes)
+
+            async def stop_ttl_sweeper(self, timeout=None):
+                return GlidingStore.stop_ttl_sweeper(self, timeout)
+
         memory = MemorySystem.open(runtime="threads")
         _opened.append(memory)
-        return GlidingUnderTest(memory.agent("langgraph", "system"), **given)
+        kind = AsyncGlidingUnderTest if asynchronous else GlidingUnderTest
+        return kind(memory.agent("langgraph", "system"), **given)
 
 
     class SqliteStoreShim:
         @staticmethod
         @contextlib.contextmanager
-        def from_conn_string(conn_string, *, index=None, **kwargs):
-            yield make_store(index=index)
+        def from_conn_string(conn_string, *, index=None, ttl=None, **kwargs):
+            yield make_store(index=index, ttl=ttl)
 
 
     class AsyncSqliteStoreShim:
         @staticmethod
         @contextlib.asynccontextmanager
-        async def from_conn_string(conn_string, *, index=None, **kwargs):
-            yield make_store(index=index)
+        async def from_conn_string(conn_string, *, index=None, ttl=None, **kwargs):
+            yield make_store(index=index, ttl=ttl, asynchronous=True)
 
 
     def pytest_collection_modifyitems(session, config, items):

@@ -35,6 +35,7 @@ Why the shape:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -279,7 +280,7 @@ class CacheController:
             return line.state != I
         if kind == m.EVICT:
             return line.state == I
-        if kind == m.CAS and line.state != I and line.version != req["version"]:
+        if "version" in req and line.state != I and line.version != req["version"]:
             return True
         if line.state not in (E, M):
             return False
@@ -454,7 +455,7 @@ class CacheController:
                     # A valid copy is the latest completed write: judged on it, and a
                     # refusal says nothing of its version. Granted only once E/M.
                     self._refuse(line, out, req, refusal)
-                elif kind == m.CAS and line.state != I and line.version != req["version"]:
+                elif "version" in req and line.state != I and line.version != req["version"]:
                     # A valid copy is the latest completed write: fail now, no message.
                     self._fail(line, out, req, line.version)
                 elif line.state in (E, M):
@@ -543,17 +544,28 @@ class CacheController:
         out.append((CLIENT, m.failed(req["op"], error, why)))
 
     def _write_meta(self, line: _Line, req: Msg) -> Msg:
-        """Tags and graph of the version ``req`` makes.
+        """Tags, graph, importance and expiry of the version ``req`` makes.
 
         A write naming no graph keeps the line in its graph (the default one for
         a new line); a tombstone also keeps the line's tags unless told
         otherwise, so deleting a critical fact is as durable as writing it was.
+        A write giving no importance keeps the line's; only the write itself
+        decides the expiry (a write without a time to live makes the line
+        permanent again, and a tombstone has none).
         """
         tags = req.get("tags")
         graph = req.get("graph") or self._graph(line) or DEFAULT_GRAPH
         if req["t"] == m.DELETE and line.meta is not None and tags is None:
             tags = line.meta.get("tags", [])
-        return {"tags": sorted(set(tags or ())), "graph": graph}
+        meta: Msg = {"tags": sorted(set(tags or ())), "graph": graph}
+        importance = req.get("importance")
+        if importance is None and line.meta is not None:
+            importance = line.meta.get("importance")
+        if importance is not None:
+            meta["importance"] = importance
+        if req.get("expires") is not None:
+            meta["expires"] = req["expires"]
+        return meta
 
     def _write_through(self, meta: Meta) -> bool:
         return meta is not None and not self.critical_tags.isdisjoint(meta["tags"])
@@ -591,7 +603,7 @@ class CacheController:
         line.msgs = 0
         line.busy = False
         self._touch(line)
-        text = f"cas on {req['iri']}: expected version {req['version']}, found {current}"
+        text = f"{req['t']} on {req['iri']}: expected version {req['version']}, found {current}"
         out.append((CLIENT, m.failed(req["op"], ConflictError.__name__, text)))
 
     def _dispatch(self, iri: str, line: _Line, src: str, msg: Msg, out: Out) -> None:
@@ -730,13 +742,28 @@ def _check_request(msg: Any) -> Msg:
                 f"{kind}: 'value' must be a JSON object (use delete for none)", path=("value",)
             )
         req["value"] = _copy_json(value)
-    if kind == m.CAS:
+    if kind == m.CAS or (kind == m.DELETE and msg.get("version") is not None):
         version = msg.get("version")
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise InvalidInput(
-                f"cas: 'version' must be an integer >= 0, not {show(version)}", path=("version",)
+                f"{kind}: 'version' must be an integer >= 0, not {show(version)}", path=("version",)
             )
         req["version"] = version
+    if kind in (m.STORE, m.CAS):
+        importance = msg.get("importance")
+        if importance is not None:
+            if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0 <= importance <= 1:
+                raise InvalidInput(
+                    f"{kind}: 'importance' must be a number in [0, 1], not {show(importance)}", path=("importance",)
+                )
+            req["importance"] = float(importance)
+        expires = msg.get("expires")
+        if expires is not None:
+            if isinstance(expires, bool) or not isinstance(expires, (int, float)) or not math.isfinite(expires):
+                raise InvalidInput(
+                    f"{kind}: 'expires' must be a finite time in seconds, not {show(expires)}", path=("expires",)
+                )
+            req["expires"] = float(expires)
     if kind in m.WRITE_KINDS:
         tags = msg.get("tags")
         if tags is not None:

@@ -143,7 +143,7 @@ class LayeredHome:
     def _from_l0(self, iri: str) -> tuple[Value, int, Meta]:
         entry = self._l0.retrieve(iri, touch=False)
         if entry is not None:
-            return entry.content, entry.version, {"tags": sorted(entry.tags), "graph": entry.named_graph}
+            return entry.content, entry.version, meta_of_entry(entry)
         return None, self._l0.retrieve_version(iri), None
 
     def load(self, iri: str) -> tuple[Value, int]:
@@ -259,9 +259,7 @@ class LayeredHome:
             if value is None:
                 tombstones.append((iri, version))
             else:
-                tags = tuple((meta or {}).get("tags") or ())
-                graph = (meta or {}).get("graph")
-                entries.append(L0Entry(iri, value, tags=tags, named_graph=graph, version=version))
+                entries.append(entry_of_line(iri, value, version, meta))
         for n, (iri, version) in enumerate(tombstones):
             last = not entries and n == len(tombstones) - 1
             self._l0.delete(iri, version=version, sync=sync and last)
@@ -353,3 +351,31 @@ class LayeredHome:
             "writedown_batches": self.writedown_batches,
             "writedown_failures": self.writedown_failures,
         }
+
+
+#: the key of an L0 entry's ``metadata`` that holds a line's expiry (seconds on the memory's clock)
+EXPIRES_AT = "expires_at"
+
+
+def meta_of_entry(entry: L0Entry) -> Meta:
+    """The protocol's meta of a line as L0 holds it (see :func:`entry_of_line`)."""
+    meta: dict[str, Any] = {"tags": sorted(entry.tags), "graph": entry.named_graph, "importance": entry.importance}
+    expires = entry.metadata.get(EXPIRES_AT)
+    if isinstance(expires, (int, float)) and not isinstance(expires, bool):
+        meta["expires"] = float(expires)
+    return meta
+
+
+def entry_of_line(iri: str, value: dict[str, Any], version: int, meta: Meta) -> L0Entry:
+    """The L0 entry of a line's version: tags, graph, importance and expiry from its meta."""
+    meta = meta or {}
+    expires = meta.get("expires")
+    return L0Entry(
+        iri,
+        value,
+        importance=meta.get("importance", 0.5),
+        tags=tuple(meta.get("tags") or ()),
+        named_graph=meta.get("graph"),
+        metadata={} if expires is None else {EXPIRES_AT: expires},
+        version=version,
+    )

@@ -42,7 +42,9 @@ Value = dict[str, Any] | None
 """A line's value: a JSON object, or None when absent or deleted (tombstone)."""
 
 Meta = dict[str, Any] | None
-"""What home needs to index a write: ``{"tags": [sorted str], "graph": str | None}``."""
+"""What home needs to index and keep a write: ``{"tags": [sorted str], "graph": str | None}``,
+plus ``"importance"`` (0..1) when the writer gave one (kept by later writes that give none) and
+``"expires"`` (seconds on the memory's clock) when the write carries a time to live."""
 
 CLIENT = "@client"
 """Pseudo-address of the agent-facing side of a cache controller."""
@@ -297,11 +299,14 @@ def cas(
     }
 
 
-def delete(iri: str, op: int, tags: Iterable[str] | None = None) -> Msg:
-    """Client request: write a tombstone. Without ``tags`` it keeps the line's tags."""
+def delete(iri: str, op: int, tags: Iterable[str] | None = None, version: int | None = None) -> Msg:
+    """Client request: write a tombstone. Without ``tags`` it keeps the line's tags; with
+    ``version``, only if the line is still at that version (as ``cas`` does)."""
     msg: Msg = {"t": DELETE, "iri": iri, "op": op}
     if tags is not None:
         msg["tags"] = list(tags)
+    if version is not None:
+        msg["version"] = version
     return msg
 
 

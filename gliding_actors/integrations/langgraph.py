@@ -46,8 +46,19 @@ with a ``score`` in [0, 1] (the search's own: 1 is first by every ranking;
 with ``score`` None. Then ``filter`` (equality, or ``$eq $ne $gt $gte $lt
 $lte`` on top-level keys) and ``offset``/``limit`` apply. A namespace prefix
 or match path may be given as a list. ``list_namespaces`` lists namespaces holding at
-least one live item. TTLs are not supported (``ttl`` is refused:
-``supports_ttl`` is False).
+least one live item.
+
+**Time to live** (``supports_ttl`` is True): ``put(..., ttl=minutes)``, or the
+store's ``ttl={"default_ttl": minutes}``, writes the item with the memory's
+own time to live (:meth:`Agent.write`'s ``ttl_s``): once it runs out the item
+reads as absent to every agent and search, and the memory deletes it (every
+read sweeps what is due). When the config sets ``refresh_on_read``, a read
+with ``refresh_ttl`` (LangGraph's default for ``get`` and ``search``) writes
+the item again, unchanged, with a new expiry counted from the read: a new
+version of the line (without ``refresh_on_read`` reads never refresh, as in
+LangGraph's SQLite store). ``sweep_ttl()``
+deletes what is due now and returns how many; ``start_ttl_sweeper()`` does
+so every ``sweep_interval_minutes`` on a thread until ``stop_ttl_sweeper()``.
 
 **LangGraph's ``index`` config** (``GlidingStore(agent, index={"embed": ...,
 "fields": [...]})``) works as in LangGraph's own stores: ``embed`` is an
@@ -73,13 +84,14 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Literal, cast
 from urllib.parse import quote, unquote
 
 from gliding_actors.agent import Agent
-from gliding_actors.errors import ConflictError, InvalidInput, show
+from gliding_actors.errors import ConflictError, GlidingError, InvalidInput, show
 from gliding_actors.hyperspace import EMBEDDERS, build_embedder
 from gliding_actors.l2._permissions import ACTIONS, DEFAULT_GRAPH, GRAPHS
 
@@ -96,6 +108,7 @@ try:
         Result,
         SearchItem,
         SearchOp,
+        TTLConfig,
         ensure_embeddings,
         get_text_at_path,
         tokenize_path,
@@ -115,6 +128,33 @@ _ITEMS_QUERY = (
     f"SELECT ?s ?ns ?key WHERE {{ ?s <{_NS}lgNamespace> ?ns ; <{_NS}lgKey> ?key }}"
 )
 _PUT_RETRIES = 8
+
+
+def _ttl_seconds(minutes: object) -> float | None:
+    """LangGraph's ``ttl`` (minutes, None: none) as the memory's ``ttl_s``; InvalidInput unless > 0."""
+    if minutes is None:
+        return None
+    if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not 0 < minutes < math.inf:
+        raise InvalidInput(f"ttl is a number of minutes > 0 (or None), not {show(minutes)}")
+    return float(minutes) * 60
+
+
+def _check_ttl_config(ttl: object) -> TTLConfig | None:
+    """LangGraph's TTL config, checked: known keys, minutes > 0, a boolean ``refresh_on_read``."""
+    if ttl is None:
+        return None
+    if not isinstance(ttl, Mapping):
+        raise InvalidInput(f"ttl is LangGraph's TTL config (a mapping), not {show(ttl)}")
+    known = {"default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_expired"}
+    unknown = sorted(str(k) for k in ttl if k not in known)
+    if unknown:
+        raise InvalidInput(f"unknown TTL config key(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    for name in ("default_ttl", "sweep_interval_minutes"):
+        _ttl_seconds(ttl.get(name))
+    for name in ("refresh_on_read", "omit_expired"):
+        if name in ttl and not isinstance(ttl[name], bool):
+            raise InvalidInput(f"ttl.{name} is true or false, not {show(ttl[name])}")
+    return cast(TTLConfig, dict(ttl))
 _OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
 
@@ -232,7 +272,7 @@ def _matches(value: Mapping[str, Any], filter_: Mapping[str, Any] | None) -> boo
 class GlidingStore(BaseStore):
     """LangGraph long-term memory over one agent of a ``MemorySystem`` (mapping in the module docstring)."""
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(
         self,
@@ -240,11 +280,18 @@ class GlidingStore(BaseStore):
         *,
         graph: str | None = None,
         index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
         timeout: float | None = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise InvalidInput(f"GlidingStore is bound to an Agent, not {type(agent).__name__}")
         self.agent = agent
+        #: LangGraph's TTL config (``default_ttl`` and ``sweep_interval_minutes`` in minutes, ``refresh_on_read``)
+        self.ttl_config: TTLConfig | None = _check_ttl_config(ttl)
+        #: reads refresh a time to live only when the config turns this on (as LangGraph's SQLite store does)
+        self._refresh_on_read = bool((self.ttl_config or {}).get("refresh_on_read", False))
+        self._sweeper: threading.Thread | None = None
+        self._stop_sweeping = threading.Event()
         #: LangGraph's ``index`` config: items embedded at put, a query scored by cosine (None: hybrid search)
         self.index_config: IndexConfig | None = None
         self.embeddings: Embeddings | None = None
@@ -305,8 +352,7 @@ class GlidingStore(BaseStore):
                     json.dumps(dict(op.value), allow_nan=False)
                 except (TypeError, ValueError) as exc:
                     raise InvalidInput(f"an item's value must be JSON: {exc}") from exc
-            if op.ttl is not None:
-                raise InvalidInput("GlidingStore does not support TTLs (supports_ttl is False)")
+            _ttl_seconds(op.ttl)
         elif isinstance(op, SearchOp):
             _check_namespace(op.namespace_prefix, allow_empty=True)
             _check_filter(op.filter)
@@ -339,12 +385,16 @@ class GlidingStore(BaseStore):
         results: list[Result] = []
         for op in checked:
             if isinstance(op, GetOp):
-                results.append(self._get(op.namespace, op.key))
+                results.append(self._get(op.namespace, op.key, refresh=op.refresh_ttl and self._refresh_on_read))
             elif isinstance(op, PutOp):
-                self._put(tuple(op.namespace), op.key, op.value, op.index)
+                self._put(tuple(op.namespace), op.key, op.value, op.index, _ttl_seconds(op.ttl))
                 results.append(None)
             elif isinstance(op, SearchOp):
-                results.append(self._search(op))
+                found = self._search(op)
+                if op.refresh_ttl and self._refresh_on_read:
+                    for hit in found:
+                        self._get(hit.namespace, hit.key, refresh=True)
+                results.append(found)
             else:
                 assert isinstance(op, ListNamespacesOp)
                 results.append(self._list_namespaces(op))
@@ -365,9 +415,68 @@ class GlidingStore(BaseStore):
             updated_at=_when(float(node["lgUpdatedAt"])),
         )
 
-    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
-        node = self.agent.read(item_iri(namespace, key), timeout=self.timeout)["value"]
-        return None if node is None else self._item(namespace, key, node)
+    def _get(self, namespace: tuple[str, ...], key: str, *, refresh: bool = False) -> Item | None:
+        iri = item_iri(namespace, key)
+        current = self.agent.read(iri, timeout=self.timeout)
+        node = current["value"]
+        if node is None:
+            return None
+        if refresh:
+            self._refresh(iri, int(current["version"]), node, namespace)
+        return self._item(namespace, key, node)
+
+    def _refresh(self, iri: str, version: int, node: Mapping[str, Any], namespace: tuple[str, ...]) -> None:
+        """Count an item's time to live again from now: the same node written again with its TTL.
+
+        An item without one is left alone; a lost race means another write already set the expiry."""
+        ttl_s = node.get("lgTtlS")
+        if not isinstance(ttl_s, (int, float)):
+            return
+        try:
+            self.agent.cas(iri, version, dict(node), graph=self.graph, tags=namespace_tags(namespace),
+                           ttl_s=float(ttl_s), timeout=self.timeout)
+        except ConflictError:
+            pass
+
+    # -- time to live (SqliteStore's sweeper API) ------------------------------------------
+    def sweep_ttl(self) -> int:
+        """Delete every item (every line of the memory) whose time to live ran out; returns how many."""
+        return self.agent.system.expiry.sweep()
+
+    async def asweep_ttl(self) -> int:
+        """:meth:`sweep_ttl` on the loop's default executor."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.sweep_ttl)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's, else 5) on a daemon thread."""
+        interval = sweep_interval_minutes
+        if interval is None:
+            interval = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0 < interval < math.inf:
+            raise InvalidInput(f"sweep_interval_minutes is a number of minutes > 0, not {show(interval)}")
+        if self._sweeper is not None and self._sweeper.is_alive():
+            return
+        self._stop_sweeping.clear()
+        seconds = float(interval) * 60
+
+        def sweep_until_stopped() -> None:
+            while not self._stop_sweeping.wait(seconds):
+                try:
+                    self.sweep_ttl()
+                except GlidingError:  # the memory closed or an agent's op timed out: try again next time
+                    continue
+
+        self._sweeper = threading.Thread(target=sweep_until_stopped, name="gliding-store-ttl-sweeper", daemon=True)
+        self._sweeper.start()
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True once it ended (within ``timeout`` seconds)."""
+        self._stop_sweeping.set()
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is None:
+            return True
+        sweeper.join(timeout)
+        return not sweeper.is_alive()
 
     def version(self, namespace: tuple[str, ...], key: str) -> int:
         """The item's line version (0 when it was never written): what :meth:`put_if_version` compares."""
@@ -380,9 +489,12 @@ class GlidingStore(BaseStore):
         value: Mapping[str, Any],
         created: float | None,
         vectors: Mapping[str, list[float]] | None = None,
+        ttl_s: float | None = None,
     ) -> dict[str, Any]:
         now = self.agent.system.clock.now()
-        extra = {"lgVectors": json.dumps(vectors, separators=(",", ":"))} if vectors else {}
+        extra: dict[str, Any] = {"lgVectors": json.dumps(vectors, separators=(",", ":"))} if vectors else {}
+        if ttl_s is not None:
+            extra["lgTtlS"] = ttl_s  # so a read can count the same time to live again
         return extra | {
             "lgNamespace": "/".join(_enc(label) for label in namespace),
             "lgKey": key,
@@ -416,7 +528,12 @@ class GlidingStore(BaseStore):
         return {path: [float(x) for x in row] for (path, _text), row in zip(texts, rows, strict=True)}
 
     def _put(
-        self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None, index: Literal[False] | list[str] | None = None
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any] | None,
+        index: Literal[False] | list[str] | None = None,
+        ttl_s: float | None = None,
     ) -> None:
         iri = item_iri(namespace, key)
         vectors = self._vectors(value, index)
@@ -429,8 +546,8 @@ class GlidingStore(BaseStore):
                 return
             created = None if node is None else float(node["lgCreatedAt"])
             try:
-                self.agent.cas(iri, int(current["version"]), self._node(namespace, key, value, created, vectors),
-                               graph=self.graph, tags=namespace_tags(namespace), timeout=self.timeout)
+                self.agent.cas(iri, int(current["version"]), self._node(namespace, key, value, created, vectors, ttl_s),
+                               graph=self.graph, tags=namespace_tags(namespace), ttl_s=ttl_s, timeout=self.timeout)
                 return
             except ConflictError:
                 continue  # another agent wrote in between: read again, keep its created_at

@@ -187,6 +187,13 @@ _WRITE_RESULTS: dict[str, Any] = {
     "messages": _COUNT,
     "policy": _POLICY,
 }
+#: write's and cas's optional arguments (Agent.write's keywords)
+_WRITE_OPTIONS: dict[str, Any] = {
+    "tags": _TAGS,
+    "graph": _STR,
+    "importance": {"type": "number", "minimum": 0, "maximum": 1},
+    "ttl_s": {"type": "number", "exclusiveMinimum": 0},
+}
 _AGENT_STATUS: dict[str, Any] = {
     "type": "object",
     "properties": {"role": _STR, "status": _STR, "stale": _BOOL},
@@ -231,20 +238,23 @@ _V1: tuple[OpSpec, ...] = (
     ),
     _spec(
         "write",
-        args=_args({"iri": _IRI, "value": _OBJECT}, {"tags": _TAGS, "graph": _STR}),
+        args=_args({"iri": _IRI, "value": _OBJECT}, _WRITE_OPTIONS),
         results=_WRITE_RESULTS,
-        summary="write a line; critical tags make it write-through",
+        summary="write a line; critical tags make it write-through; ttl_s makes it expire",
     ),
     _spec(
         "cas",
         # The spec lists tags and graph without "(opt)"; they are optional as in write.
-        args=_args(
-            {"iri": _IRI, "version": _VERSION, "value": _OBJECT}, {"tags": _TAGS, "graph": _STR}
-        ),
+        args=_args({"iri": _IRI, "version": _VERSION, "value": _OBJECT}, _WRITE_OPTIONS),
         results=_WRITE_RESULTS,
         summary="compare-and-set; ConflictError when the version moved",
     ),
-    _spec("delete", args=_args({"iri": _IRI}), results={"version": _VERSION}),
+    _spec(
+        "delete",
+        args=_args({"iri": _IRI}, {"version": _VERSION}),
+        results={"version": _VERSION},
+        summary="write a tombstone; with version, only if the line is still at it",
+    ),
     _spec("evict", args=_args({"iri": _IRI}), results={"state": _STATE}),
     _spec(
         "inspect",
@@ -261,6 +271,7 @@ _V1: tuple[OpSpec, ...] = (
         summary="the directory's and every layer's view of one line",
     ),
     _spec("flush", agent=False, results={"flushed": _COUNT}),
+    _spec("sweep", agent=False, results={"swept": _COUNT}, summary="delete every line whose time to live ran out"),
     _spec(
         "turn",
         # The spec's own example omits supplement and relevance, so they are optional.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -145,7 +146,9 @@ def test_async_variants_give_the_same_answers(store: GlidingStore) -> None:
         PutOp(("ok",), "k", ["not", "a", "mapping"]),   # type: ignore[arg-type]
         PutOp(("ok",), "k", {"x": float("nan")}),       # not JSON
         PutOp(("ok",), "k", {"x": object()}),           # not JSON
-        PutOp(("ok",), "k", {"v": 1}, ttl=5.0),         # TTLs unsupported
+        PutOp(("ok",), "k", {"v": 1}, ttl=0.0),         # a TTL is > 0 minutes
+        PutOp(("ok",), "k", {"v": 1}, ttl=-1.0),
+        PutOp(("ok",), "k", {"v": 1}, ttl="5"),         # type: ignore[arg-type]
         SearchOp(("ok",), filter={"n": {"$regex": "x"}}),
         SearchOp(("ok",), limit=-1),
         ListNamespacesOp(max_depth=0),
@@ -251,3 +254,47 @@ def test_an_index_config_embeds_fields_and_scores_by_cosine(memory: MemorySystem
     assert [i.key for i in by_name.search(("n",), query="rotate the signing keys")][:1] == ["a"]
     with pytest.raises(InvalidInput):
         GlidingStore(memory.agent("aa", "AA"), index=["not", "a", "config"])  # type: ignore[arg-type]
+
+
+def test_an_item_put_with_a_ttl_is_gone_once_it_ran_out_and_a_read_refreshes_it(memory: MemorySystem) -> None:
+    clock = memory.clock
+    assert isinstance(clock, VirtualClock)
+    store = GlidingStore(memory.agent("pa", "PA"), ttl={"default_ttl": 1.0, "refresh_on_read": True})
+    other = GlidingStore(memory.agent("pa2", "PA"))
+    store.put(("t",), "default", {"v": 1})  # the config's default_ttl: one minute
+    store.put(("t",), "short", {"v": 2}, ttl=0.5)
+    store.put(("t",), "forever", {"v": 3}, ttl=None)
+    clock.advance(40)
+    assert other.get(("t",), "short", refresh_ttl=False) is None  # 30 s ran out: gone for every agent
+    assert store.get(("t",), "default") is not None  # refreshed: one more minute from now
+    clock.advance(40)
+    assert store.sweep_ttl() == 0
+    assert other.get(("t",), "default", refresh_ttl=False) is not None
+    assert [i.key for i in other.search(("t",), refresh_ttl=False)] == ["default", "forever"]
+    clock.advance(30)
+    assert store.sweep_ttl() == 1
+    assert other.get(("t",), "default", refresh_ttl=False) is None
+    assert other.get(("t",), "forever") is not None
+    assert other.list_namespaces() == [("t",)]
+
+
+def test_a_bad_ttl_config_is_refused(memory: MemorySystem) -> None:
+    agent = memory.agent("pa", "PA")
+    for bad in ({"default_ttl": 0}, {"default_ttl": "1"}, {"refresh_on_read": 1}, {"sweep": 1}, ["default_ttl"]):
+        with pytest.raises(InvalidInput):
+            GlidingStore(agent, ttl=bad)  # type: ignore[arg-type]
+
+
+def test_the_ttl_sweeper_thread_deletes_what_ran_out_and_stops() -> None:
+    with MemorySystem.open() as memory:  # the system clock: the sweeper sleeps for real
+        store = GlidingStore(memory.agent("pa", "PA"), ttl={"sweep_interval_minutes": 0.002})
+        store.put(("t",), "k", {"v": 1}, ttl=0.001)  # 60 ms
+        store.start_ttl_sweeper()
+        try:
+            deadline = time.monotonic() + 10
+            while memory.expiry.swept == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            assert store.stop_ttl_sweeper(timeout=10)
+        assert memory.expiry.swept == 1
+        assert memory.line_graphs.version_of(item_iri(("t",), "k")) == 2  # deleted by the sweeper, not by a read

@@ -66,7 +66,12 @@ class _Truth:
 
 
 def _truth(world: ReplayWorld) -> _Truth:
-    truth: _Truth = world.state.setdefault("coherence", _Truth())
+    truth: _Truth | None = world.state.get("coherence")
+    if truth is None:
+        truth = world.state["coherence"] = _Truth()
+        # the system deletes expired lines: those tombstones are completed writes too
+        sweeper = world.system.expiry
+        sweeper.listeners.append(lambda iri, version: truth.wrote(sweeper.agent_id, iri, version, None, False))
     return truth
 
 
@@ -107,7 +112,10 @@ def _write_like(world: ReplayWorld, step: OpStep, future: Future[Any], value: An
 @implements("write")
 def _write(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
     args = step.args
-    future = world.agent(step).submit_write(args["iri"], args["value"], tags=args.get("tags"), graph=args.get("graph"))
+    future = world.agent(step).submit_write(
+        args["iri"], args["value"], tags=args.get("tags"), graph=args.get("graph"),
+        importance=args.get("importance"), ttl_s=args.get("ttl_s"),
+    )
     return _write_like(world, step, future, args["value"])
 
 
@@ -115,14 +123,22 @@ def _write(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
 def _cas(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
     args = step.args
     future = world.agent(step).submit_cas(
-        args["iri"], args["version"], args["value"], tags=args.get("tags"), graph=args.get("graph")
+        args["iri"], args["version"], args["value"], tags=args.get("tags"), graph=args.get("graph"),
+        importance=args.get("importance"), ttl_s=args.get("ttl_s"),
     )
     return _write_like(world, step, future, args["value"])
 
 
 @implements("delete")
 def _delete(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
-    return _write_like(world, step, world.agent(step).submit_delete(step.args["iri"]), None)
+    future = world.agent(step).submit_delete(step.args["iri"], version=step.args.get("version"))
+    return _write_like(world, step, future, None)
+
+
+@implements("sweep")
+def _sweep(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    _truth(world)  # listening before the sweep deletes anything
+    return CompletedFuture({"swept": world.system.sweep_expired()})
 
 
 @implements("evict")

@@ -1,0 +1,112 @@
+"""Lines written with a time to live, and the importance a write carries, through the public API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gliding_actors import MemorySystem
+from gliding_actors.clock import VirtualClock
+from gliding_actors.errors import ConflictError, InvalidInput
+
+EVERYTHING = "SELECT ?s WHERE { ?s ?p ?o }"
+
+
+def subjects(agent: object) -> set[str]:
+    return {row["s"] for row in agent.query(EVERYTHING)["rows"]}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("runtime", ["sim", "threads"])
+def test_an_expired_line_is_absent_to_every_reader_and_deleted_in_l0(tmp_path: Path, runtime: str) -> None:
+    clock = VirtualClock()
+    with MemorySystem.open(tmp_path, runtime=runtime, clock=clock) as memory:
+        pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+        pa.write("note:draft", {"text": "scratch idea about tokens"}, ttl_s=10)
+        pa.write("note:kept", {"text": "the plan"})
+        assert da.read("note:draft")["value"] == {"text": "scratch idea about tokens"}  # da now holds a copy
+        clock.advance(9.5)
+        assert pa.read("note:draft")["value"] is not None  # not yet
+        clock.advance(1)
+        assert da.read("note:draft")["value"] is None  # its copy went with the system's delete
+        assert pa.read("note:draft")["value"] is None
+        assert subjects(da) == {"note:kept"}
+        assert "note:draft" not in da.search("scratch idea", k=5)["iris"]
+        memory.flush()
+        assert memory.l0.retrieve("note:draft") is None  # the tombstone reached L0
+        assert memory.l0.retrieve("note:kept") is not None
+        assert len(memory.expiry.table) == 0
+
+
+def test_a_write_without_ttl_makes_the_line_permanent_and_a_new_ttl_counts_from_its_write(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    with MemorySystem.open(tmp_path, runtime="sim", clock=clock) as memory:
+        pa = memory.agent("pa", "PA")
+        pa.write("note:a", {"text": "v1"}, ttl_s=5)
+        pa.write("note:a", {"text": "v2"})  # permanent from now on
+        pa.write("note:b", {"text": "v1"}, ttl_s=5)
+        clock.advance(4)
+        pa.write("note:b", {"text": "v2"}, ttl_s=5)  # expires at 9, not 5
+        clock.advance(2)
+        assert memory.sweep_expired() == 0
+        assert pa.read("note:a")["value"] == {"text": "v2"}
+        assert pa.read("note:b")["value"] == {"text": "v2"}
+        clock.advance(4)
+        assert memory.sweep_expired() == 1
+        assert pa.read("note:b")["value"] is None
+        assert pa.read("note:a")["value"] == {"text": "v2"}
+
+
+def test_the_expiry_survives_a_reopen(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    with MemorySystem.open(tmp_path, runtime="sim", clock=clock) as memory:
+        memory.agent("pa", "PA").write("note:a", {"text": "short-lived"}, ttl_s=5)
+    # the close flushed the line and its expiry to L0
+    with MemorySystem.open(tmp_path, runtime="sim", clock=clock) as memory:
+        pa = memory.agent("pa", "PA")
+        assert pa.read("note:a")["value"] == {"text": "short-lived"}
+        assert memory.l0.retrieve("note:a").metadata == {"expires_at": 5.0}  # type: ignore[union-attr]
+        clock.advance(6)
+        assert pa.read("note:a")["value"] is None
+
+
+def test_importance_is_kept_in_l0_and_by_later_writes_that_give_none(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path, runtime="sim") as memory:
+        pa = memory.agent("pa", "PA")
+        pa.write("note:a", {"text": "v1"}, importance=0.9)
+        pa.write("note:a", {"text": "v2"})
+        pa.write("note:b", {"text": "v1"})
+        memory.flush()
+        assert memory.l0.retrieve("note:a").importance == pytest.approx(0.9)  # type: ignore[union-attr]
+        assert memory.l0.retrieve("note:b").importance == pytest.approx(0.5)  # type: ignore[union-attr]
+        assert [e.iri for e in memory.l0.query_by_importance(0.8, 1.0)] == ["note:a"]
+
+
+@pytest.mark.parametrize(
+    "bad", [{"importance": 1.5}, {"importance": -0.1}, {"importance": float("nan")}, {"importance": True},
+            {"ttl_s": 0}, {"ttl_s": -1}, {"ttl_s": float("inf")}, {"ttl_s": "10"}],
+)
+def test_bad_importance_or_ttl_is_refused_and_changes_nothing(tmp_path: Path, bad: dict[str, object]) -> None:
+    with MemorySystem.open(tmp_path, runtime="sim") as memory:
+        pa = memory.agent("pa", "PA")
+        pa.write("note:a", {"text": "v1"})
+        with pytest.raises(InvalidInput):
+            pa.write("note:a", {"text": "v2"}, **bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput):
+            pa.cas("note:a", 1, {"text": "v2"}, **bad)  # type: ignore[arg-type]
+        assert pa.read("note:a") == {"value": {"text": "v1"}, "version": 1, "state": "M", "messages": 0}
+        assert len(memory.expiry.table) == 0
+
+
+def test_a_conditional_delete_only_deletes_the_version_it_names(tmp_path: Path) -> None:
+    with MemorySystem.open(tmp_path, runtime="sim") as memory:
+        pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
+        pa.write("task:a", {"goal": "v1"}, graph="plan")
+        pa.write("task:a", {"goal": "v2"}, graph="plan")
+        with pytest.raises(ConflictError):
+            pa.delete("task:a", version=1)
+        assert da.read("task:a")["value"] == {"goal": "v2"}
+        assert pa.delete("task:a", version=2) == 3
+        assert da.read("task:a")["value"] is None
+        with pytest.raises(InvalidInput):
+            pa.delete("task:a", version=-1)
