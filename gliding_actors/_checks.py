@@ -8,6 +8,7 @@ otherwise refuse a value only after the write was acknowledged.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -152,3 +153,12 @@ def check_graph(graph: object) -> str | None:
     if not isinstance(graph, str) or not is_valid_label(graph) or any(c.isspace() for c in graph):
         raise InvalidInput(f"a named graph is a non-empty string without spaces or control characters, not {show(graph)}")
     return graph
+
+
+def check_ttl(ttl_s: object) -> float | None:
+    """A time to live ``ttl_s`` as seconds (None: none); InvalidInput unless a finite number > 0."""
+    if ttl_s is None:
+        return None
+    if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not math.isfinite(ttl_s) or ttl_s <= 0:
+        raise InvalidInput(f"ttl_s is a finite number of seconds > 0 (or None), not {show(ttl_s)}")
+    return float(ttl_s)

@@ -19,30 +19,26 @@ sweeps what is due first, so an expired line reads as absent everywhere;
 from __future__ import annotations
 
 import heapq
-import math
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-from gliding_actors.errors import ConflictError, InvalidInput, show
+from gliding_actors.errors import ConflictError
 
 if TYPE_CHECKING:
-    from gliding_actors.agent import Agent
     from gliding_actors.clock import Clock
+    from gliding_actors.runtime import Future
 
-__all__ = ["SWEEPER_AGENT", "ExpirySweeper", "ExpiryTable", "check_ttl"]
+__all__ = ["SWEEPER_AGENT", "Deleter", "ExpirySweeper", "ExpiryTable"]
 
 #: the ``system`` agent whose tombstones remove expired lines
 SWEEPER_AGENT = "ttl-sweeper"
 
 
-def check_ttl(ttl_s: object) -> float | None:
-    """``ttl_s`` as seconds (None: no time to live); InvalidInput unless a finite number > 0."""
-    if ttl_s is None:
-        return None
-    if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not math.isfinite(ttl_s) or ttl_s <= 0:
-        raise InvalidInput(f"ttl_s is a finite number of seconds > 0 (or None), not {show(ttl_s)}")
-    return float(ttl_s)
+class Deleter(Protocol):
+    """What the sweep uses of its ``system`` agent (an :class:`~gliding_actors.Agent`)."""
+
+    def submit_delete(self, iri: str, *, version: int | None = None) -> Future[Any]: ...
 
 
 class ExpiryTable:
@@ -90,7 +86,7 @@ class ExpirySweeper:
     agent_id = SWEEPER_AGENT
 
     def __init__(
-        self, table: ExpiryTable, agent: Callable[[], Agent], version_of: Callable[[str], int], timeout_s: float
+        self, table: ExpiryTable, agent: Callable[[], Deleter], version_of: Callable[[str], int], timeout_s: float
     ) -> None:
         self.table = table
         self._agent = agent

@@ -24,9 +24,9 @@ from gliding_actors._checks import (
     check_object,
     check_storable,
     check_tags,
+    check_ttl,
 )
 from gliding_actors._coordination import CoordinationOps
-from gliding_actors._expiry import check_ttl
 from gliding_actors._operation import Call, Tracer, operation, same
 from gliding_actors._results import (
     ReadResult,

@@ -8,6 +8,7 @@ import pytest
 
 from gliding_actors import MemorySystem
 from gliding_actors.clock import VirtualClock
+from gliding_actors.coherence._hosting import cache_name
 from gliding_actors.errors import ConflictError, InvalidInput
 
 EVERYTHING = "SELECT ?s WHERE { ?s ?p ?o }"
@@ -110,3 +111,22 @@ def test_a_conditional_delete_only_deletes_the_version_it_names(tmp_path: Path) 
         assert da.read("task:a")["value"] is None
         with pytest.raises(InvalidInput):
             pa.delete("task:a", version=-1)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"t": "store", "importance": 2}, {"t": "store", "importance": "high"}, {"t": "cas", "version": 1, "expires": "soon"},
+     {"t": "store", "expires": float("nan")}, {"t": "delete", "version": -1}, {"t": "delete", "version": True}],
+)
+def test_a_cache_mailbox_refuses_a_bad_importance_expiry_or_version_and_changes_nothing(
+    tmp_path: Path, bad: dict[str, object]
+) -> None:
+    """The cache judges what reaches its mailbox itself, whoever sent it."""
+    with MemorySystem.open(tmp_path, runtime="threads") as memory:
+        pa = memory.agent("pa", "PA")
+        pa.write("note:a", {"text": "v1"})
+        request = {"iri": "note:a", "value": {"text": "v2"}, **bad}
+        with pytest.raises(InvalidInput):
+            memory.runtime.lookup(cache_name("pa")).ask(request).get(10)
+        assert pa.read("note:a") == {"value": {"text": "v1"}, "version": 1, "state": "M", "messages": 0}
+        assert len(memory.expiry.table) == 0

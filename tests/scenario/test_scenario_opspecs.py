@@ -94,8 +94,9 @@ def test_main_lists_match_the_spec() -> None:
     ("op", "required", "optional"),
     [
         ("read", {"iri"}, set()),
-        ("write", {"iri", "value"}, {"tags", "graph"}),
-        ("cas", {"iri", "version", "value"}, {"tags", "graph"}),
+        ("write", {"iri", "value"}, {"tags", "graph", "importance", "ttl_s"}),
+        ("cas", {"iri", "version", "value"}, {"tags", "graph", "importance", "ttl_s"}),
+        ("delete", {"iri"}, {"version"}),
         ("context", {"max_tokens"}, {"query", "task"}),
         ("project", {"frame"}, {"task", "max_tokens"}),
         ("search", {"text", "k"}, {"filters"}),
@@ -106,6 +107,7 @@ def test_main_lists_match_the_spec() -> None:
         ("quiesce", set(), set()),
         ("check", set(), set()),
         ("flush", set(), set()),
+        ("sweep", set(), set()),
     ],
 )
 def test_args(op: str, required: set[str], optional: set[str]) -> None:
