@@ -46,7 +46,9 @@ class ExpiryTable:
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self._heap: list[tuple[float, str, int]] = []
+        #: the heap itself, never replaced: a hit path may test it for emptiness without a call
+        self.heap: list[tuple[float, str, int]] = []
+        self._heap = self.heap
         self._lock = threading.Lock()
 
     def note(self, iri: str, version: int, expires_at: float) -> None:

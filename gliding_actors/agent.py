@@ -77,6 +77,7 @@ class Agent(CoordinationOps):
         self._tallies = self._counters.tallies
         #: lines written with a time to live (the read paths' O(1) "is anything due?")
         self._expiry_table = system.expiry.table
+        self._expiry_heap = self._expiry_table.heap
 
     @property
     def id(self) -> str:
@@ -121,7 +122,8 @@ class Agent(CoordinationOps):
         """
         if type(iri) is not str:  # a list or dict cannot be looked up; the caller's check refuses it
             return None
-        if self._expiry_table.due():  # an expired line reads as absent: deleted before any read answers
+        # an expired line reads as absent: deleted before any read answers (an empty list when no line has a TTL)
+        if self._expiry_heap and self._expiry_table.due():
             self._system.expiry.sweep()
         hit = self._view.get(iri)
         if hit is None or iri in self._in_flight:
