@@ -32,6 +32,18 @@ class WriteResult(TypedDict):
     graph: str
 
 
+class UpdateResult(TypedDict):
+    """What a SPARQL update returns: the lines it changed, each sorted, and their new versions."""
+
+    #: lines the update created (statements about an IRI no line held)
+    created: list[str]
+    #: lines whose values it changed
+    changed: list[str]
+    #: lines it emptied, so deleted (a tombstone, as :meth:`Agent.delete`)
+    deleted: list[str]
+    #: the version each of those lines is at after the update
+    versions: dict[str, int]
+
 
 # -- finishing steps: how an operation's answer becomes its caller's result
 def nothing(_answer: object) -> None:

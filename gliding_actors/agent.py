@@ -30,6 +30,7 @@ from gliding_actors._coordination import CoordinationOps
 from gliding_actors._operation import Call, Tracer, operation, same
 from gliding_actors._results import (
     ReadResult,
+    UpdateResult,
     WriteResult,
     absent,
     evicted_of,
@@ -42,6 +43,7 @@ from gliding_actors.errors import InvalidInput, PermissionDenied, show
 from gliding_actors.l1._actor import session_actor_name, turn_request
 from gliding_actors.l1._archive import reload_turn
 from gliding_actors.l1._session import check_embedding
+from gliding_actors.l2._update import check_update, plan_update
 from gliding_actors.llm import Summarizer, parse_answer
 from gliding_actors.roles import ROLES
 from gliding_actors.runtime import BaseFuture, CompletedFuture, Future, MappedFuture
@@ -417,6 +419,61 @@ class Agent(CoordinationOps):
 
     submit_query = query.submit
 
+    @operation
+    def update(self, sparql: str, *, timeout: float | None = None) -> Call[UpdateResult, UpdateResult]:
+        """Change lines with a SPARQL update (``INSERT DATA``, ``DELETE DATA``, ``DELETE/INSERT ...
+        WHERE``, ``CLEAR``/``DROP GRAPH``, ...); answers ``{created, changed, deleted, versions}``.
+
+        The update sees the graphs this role may read (as :meth:`query` does)
+        and never runs on the graph itself: what it would change is turned into
+        new values of whole lines (docs/L2.md, "SPARQL update"), every one
+        checked before the first is written, then written through coherence as
+        ``cas`` on the version read, so every cache, L2 and L0 agree. Each line
+        needs this role's rights where it lives (``create``, ``update``, or
+        ``delete`` for a line the update empties): :class:`PermissionDenied`
+        otherwise, and ``LOAD``/``SERVICE`` are :class:`InvalidInput`. Not one
+        transaction across lines: a line another agent wrote meanwhile stops the
+        update with :class:`ConflictError`, the lines before it (in IRI order)
+        written. A line keeps its tags and importance and loses its time to
+        live, as any write without ``ttl_s``. Runs on the calling thread.
+        """
+        check_update(sparql)
+        system = self._system
+        wait = system.config.runtime.ask_timeout_s if timeout is None else timeout
+        system.expiry.sweep_if_due()
+        system.submit_recall().get(wait)
+        seen: dict[str, ReadResult] = {}
+
+        def value_of(iri: str) -> tuple[dict[str, Any] | None, str | None]:
+            graph = self._line_graphs.known(iri)
+            if graph is not None:
+                self._require("read", graph, iri)
+            seen[iri] = self.read(iri, timeout=wait)
+            return seen[iri]["value"], graph
+
+        changes = plan_update(sparql, system.graph, system.readable_graphs(self._role), value_of, self._default_graph)
+        for change in changes:  # every right and every value first: a refused update writes nothing
+            action = "create" if not change.existed else "delete" if change.value is None else "update"
+            self._require(action, change.graph, change.iri)
+            if change.value is not None:
+                check_storable(change.iri, change.value, system.config.l0.max_node_bytes)
+                system.graph.check_value(change.iri, change.value)
+        result: UpdateResult = {"created": [], "changed": [], "deleted": [], "versions": {}}
+        for change in changes:
+            version = seen[change.iri]["version"]
+            if change.value is None:
+                result["versions"][change.iri] = self.delete(change.iri, version=version, timeout=wait)
+                result["deleted"].append(change.iri)
+                continue
+            node = system.graph.node(change.iri)
+            tags = node.tags if node is not None else ()
+            written = self.cas(change.iri, version, change.value, tags=tags, graph=change.graph, timeout=wait)
+            result["versions"][change.iri] = written["version"]
+            result["created" if not change.existed else "changed"].append(change.iri)
+        return Call(CompletedFuture(result), same, timeout)
+
+    submit_update = update.submit
+
     # -- L1 session (summary chain under a token budget; docs/L1.md) -----------------
     def _session_ask(self, request: dict[str, Any]) -> Future[Any]:
         return self._ask(session_actor_name(self._id), request)
@@ -705,6 +762,7 @@ class AsyncAgent:
     write = Agent.write.awaitable
     cas = Agent.cas.awaitable
     delete = Agent.delete.awaitable
+    update = Agent.update.awaitable
     evict = Agent.evict.awaitable
     query = Agent.query.awaitable
     heartbeat = Agent.heartbeat.awaitable

@@ -62,7 +62,7 @@ _Rows = list[dict[str, str]]
 _PREFIX_USES = tuple(name + ":" for name in QUERY_PREFIXES)
 
 
-def _prefixes_for(sparql: str) -> dict[str, str] | None:
+def prefixes_for(sparql: str) -> dict[str, str] | None:
     """The predeclared prefixes, or ``None`` when the text cannot use one
     (none of ``ga:``, ``xsd:``… occurs): passing them costs ~2 µs a query."""
     for use in _PREFIX_USES:
@@ -129,7 +129,7 @@ _KEYWORDS = {
 }
 
 
-def _refuse_network(text: str, keywords: tuple[str, ...]) -> None:
+def refuse_network(text: str, keywords: tuple[str, ...]) -> None:
     lowered = text.lower()
     hits = [k for k in keywords if k.lower() in lowered]
     if not hits:
@@ -591,20 +591,20 @@ class GraphStore:
         if graphs is None and not role_is_system:
             raise PermissionDenied("only the system role may query every graph")
         nodes = None if graphs is None else self._dataset(graphs)
-        _refuse_network(sparql, ("SERVICE",))
+        refuse_network(sparql, ("SERVICE",))
         substitutions = _substitutions(bindings) if bindings else None
         try:
             if nodes is None:
                 result = store.query(
                     sparql,
-                    prefixes=_prefixes_for(sparql),
+                    prefixes=prefixes_for(sparql),
                     substitutions=substitutions,
                     use_default_graph_as_union=True,
                 )
             else:
                 result = store.query(
                     sparql,
-                    prefixes=_prefixes_for(sparql),
+                    prefixes=prefixes_for(sparql),
                     substitutions=substitutions,
                     default_graph=nodes.default,
                     named_graphs=nodes.named,
@@ -639,10 +639,10 @@ class GraphStore:
         """
         if type(sparql) is not str:
             raise InvalidInput("a SPARQL query must be a string", path=("sparql",))
-        _refuse_network(sparql, ("SERVICE",))
+        refuse_network(sparql, ("SERVICE",))
         substitutions = _substitutions(bindings) if bindings is not None else None
         try:
-            _EMPTY.query(sparql, prefixes=_prefixes_for(sparql), substitutions=substitutions)
+            _EMPTY.query(sparql, prefixes=prefixes_for(sparql), substitutions=substitutions)
         except SyntaxError as exc:
             raise InvalidInput(f"invalid SPARQL query: {exc}", path=("sparql",)) from None
         except (RuntimeError, ValueError, TypeError) as exc:
@@ -664,9 +664,9 @@ class GraphStore:
         store = self._open()
         if type(sparql) is not str:
             raise InvalidInput("a SPARQL update must be a string", path=("sparql",))
-        _refuse_network(sparql, ("SERVICE", "LOAD"))
+        refuse_network(sparql, ("SERVICE", "LOAD"))
         try:
-            store.update(sparql, prefixes=_prefixes_for(sparql))
+            store.update(sparql, prefixes=prefixes_for(sparql))
         except SyntaxError as exc:
             raise InvalidInput(f"invalid SPARQL update: {exc}", path=("sparql",)) from None
         except (RuntimeError, ValueError) as exc:

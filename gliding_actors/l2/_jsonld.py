@@ -242,7 +242,7 @@ def to_quads(iri: str, value: dict[str, Any], graph: ox.NamedNode) -> tuple[ox.Q
 # --- CONSTRUCT results → JSON-LD ---------------------------------------------------------
 
 
-def _compact_vocab(iri: str) -> str:
+def compact_vocab(iri: str) -> str:
     """``iri`` relative to the default context's ``@vocab`` when that reads back
     to the same IRI (no ``:``, not keyword-like, not empty), else unchanged."""
     if iri.startswith(VOCAB):
@@ -260,7 +260,7 @@ def _term_id(term: ox.NamedNode | ox.BlankNode | ox.Triple) -> str:
     return str(term)
 
 
-def _object(term: Any) -> Any:
+def json_object_of(term: Any) -> Any:
     """One object as JSON-LD's fromRdf with ``useNativeTypes`` would give it,
     compacted against the default context."""
     if type(term) is not ox.Literal:
@@ -313,10 +313,10 @@ def triples_to_jsonld(triples: Iterable[ox.Triple]) -> list[dict[str, Any]]:
         obj = t.object
         if predicate == _RDF_TYPE and type(obj) is not ox.Literal:
             key = "@type"
-            item: Any = _compact_vocab(_term_id(obj))
+            item: Any = compact_vocab(_term_id(obj))
         else:
-            key = _compact_vocab(predicate)
-            item = _object(obj)
+            key = compact_vocab(predicate)
+            item = json_object_of(obj)
         if key not in node:
             node[key] = item
         else:

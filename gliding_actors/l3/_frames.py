@@ -33,7 +33,7 @@ from typing import Any
 import pyoxigraph as ox
 
 from gliding_actors.errors import InvalidInput, show
-from gliding_actors.l2._graph import _refuse_network
+from gliding_actors.l2._graph import refuse_network
 from gliding_actors.l2._jsonld import VOCAB
 from gliding_actors.l3._ontology import L3, LINK_PROPERTIES
 from gliding_actors.l3._shape import check_frame
@@ -97,7 +97,7 @@ class Frame:
 def _check_sparql(name: str, sparql: object) -> str:
     if not isinstance(sparql, str) or not sparql.strip():
         raise InvalidInput(f"frame {show(name)}: the SPARQL is a non-empty string", path=("sparql",))
-    _refuse_network(sparql, ("SERVICE",))
+    refuse_network(sparql, ("SERVICE",))
     try:
         result = ox.Store().query(sparql, prefixes=PREFIXES)
     except SyntaxError as exc:

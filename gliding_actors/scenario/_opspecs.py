@@ -344,6 +344,18 @@ _V1: tuple[OpSpec, ...] = (
         main_list="rows",
     ),
     _spec(
+        "update",
+        args=_args({"sparql": _NONEMPTY_STR}),
+        results={
+            "created": _list_of(_STR),
+            "changed": _list_of(_STR),
+            "deleted": _list_of(_STR),
+            "versions": {"type": "object", "additionalProperties": _VERSION},
+        },
+        main_list="changed",
+        summary="change lines with SPARQL update, through coherence, within the role's rights",
+    ),
+    _spec(
         "task.create",
         args=_args(
             {"task": _NONEMPTY_STR},

@@ -108,6 +108,7 @@ def test_main_lists_match_the_spec() -> None:
         ("check", set(), set()),
         ("flush", set(), set()),
         ("sweep", set(), set()),
+        ("update", {"sparql"}, set()),
     ],
 )
 def test_args(op: str, required: set[str], optional: set[str]) -> None:

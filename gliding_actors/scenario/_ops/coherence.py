@@ -135,6 +135,20 @@ def _delete(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
     return _write_like(world, step, future, None)
 
 
+@implements("update")
+def _update(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    """Each line the update wrote is a completed write: its value is the updater's own copy (a hit)."""
+    agent = world.agent(step)
+    truth = _truth(world)
+
+    def wrote(result: Mapping[str, Any]) -> None:
+        for iri, version in result["versions"].items():
+            value = None if iri in result["deleted"] else agent.read(iri)["value"]
+            truth.wrote(agent.id, iri, version, value, False)
+
+    return _track(agent.submit_update(step.args["sparql"]), wrote)
+
+
 @implements("sweep")
 def _sweep(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
     _truth(world)  # listening before the sweep deletes anything
