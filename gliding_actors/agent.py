@@ -557,6 +557,53 @@ class Agent(CoordinationOps):
         )
         return {**result, "answer": parsed.to_dict()}
 
+    def consolidate(
+        self, keep: int = 4, *, summarizer: Summarizer | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Fold the chain's older turns (all but the newest ``keep``) into one fact turn; answers
+        ``{fact, folded, tokens, fact_tokens}`` (``fact`` None when fewer than two turns are older).
+
+        The fact's summary is ``summarizer``'s summary of theirs (run here, in
+        the caller's thread; it may ask a model); without one it lists each
+        folded summary's first sentence. Nothing is lost: the folded turns stay
+        archived, and the fact's archived node names each of them under
+        ``prov:wasDerivedFrom`` (:meth:`reload` the fact to follow them). The
+        fact stands where the oldest folded turn stood, cites what they cited
+        and is stale where one of them was (docs/L1.md, "Consolidation").
+        """
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise InvalidInput(f"keep is an integer >= 0, not {show(keep)}")
+        wait = self._system.config.runtime.ask_timeout_s if timeout is None else timeout
+        chain = self._session_ask({"t": "session"}).get(wait)
+        turns = chain["turns"]
+        older = turns[: len(turns) - keep] if keep else turns
+        if len(older) < 2:
+            return {"fact": None, "folded": [], "tokens": int(chain["tokens"]), "fact_tokens": 0}
+        summaries = [str(t["summary"]) for t in older]
+        thought = f"Consolidated {len(older)} earlier turns of {self._id}."
+        content = "\n".join(f"- {summary}" for summary in summaries)
+        summary = summarizer.summarize(thought, content) if summarizer is not None else _first_sentences(summaries)
+        return self.fold([t["archive_iri"] for t in older], summary, thought=thought, content=content, timeout=wait)
+
+    @operation
+    def fold(
+        self,
+        iris: list[str],
+        summary: str,
+        *,
+        thought: str = "",
+        content: str = "",
+        timeout: float | None = None,
+    ) -> Call[dict[str, Any], dict[str, Any]]:
+        """Replace the chain turns archived at ``iris`` by one fact turn with ``summary`` (what
+        :meth:`consolidate` does once it has a summary; a recorded trace replays this).
+        :class:`InvalidInput`, nothing archived, unless each IRI names a turn still in the chain."""
+        request = {"t": "fold", "iris": list(iris) if isinstance(iris, (list, tuple)) else iris, "summary": summary,
+                   "thought": thought, "content": content}
+        return Call(self._session_ask(request), same, timeout)
+
+    submit_fold = fold.submit
+
     @operation
     def session(self, *, timeout: float | None = None) -> Call[dict[str, Any], dict[str, Any]]:
         """This agent's chain: ``{turns, summaries, tokens, weak_refs, counter, budget, query}``."""
@@ -721,6 +768,16 @@ class Agent(CoordinationOps):
         return f"<Agent {self._id!r} role={self._role}>"
 
 
+def _first_sentences(summaries: Iterable[str], words: int = 20) -> str:
+    """A fact's summary with no model: each summary's first sentence (at most ``words`` words), joined."""
+    parts = []
+    for summary in summaries:
+        first = summary.strip().split(". ", 1)[0].rstrip(".")
+        cut = first.split()
+        parts.append(" ".join(cut[:words]) + (" …" if len(cut) > words else ""))
+    return "; ".join(part for part in parts if part) + "."
+
+
 class AsyncAgent:
     """Awaitable twins of every :class:`Agent` operation (see :mod:`gliding_actors._aio`).
 
@@ -763,6 +820,7 @@ class AsyncAgent:
     cas = Agent.cas.awaitable
     delete = Agent.delete.awaitable
     update = Agent.update.awaitable
+    fold = Agent.fold.awaitable
     evict = Agent.evict.awaitable
     query = Agent.query.awaitable
     heartbeat = Agent.heartbeat.awaitable
@@ -796,6 +854,12 @@ class AsyncAgent:
     async def reload(self, iri: str) -> dict[str, Any]:
         """Awaitable :meth:`Agent.reload`: one LevelDB read by key (microseconds), done in place."""
         return self._agent.reload(iri)
+
+    async def consolidate(
+        self, keep: int = 4, *, summarizer: Summarizer | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Awaitable :meth:`Agent.consolidate`, in a worker thread (its summarizer may ask a model)."""
+        return await asyncio.to_thread(self._agent.consolidate, keep, summarizer=summarizer, timeout=timeout)
 
     async def turn_from(
         self,

@@ -114,6 +114,18 @@ def turn_request(
     return request
 
 
+#: the key under which a consolidation's fact names the turns it folded (PROV-O's ``prov:wasDerivedFrom``)
+DERIVED_FROM = "http://www.w3.org/ns/prov#wasDerivedFrom"
+
+
+def _derived_from(record: Mapping[str, Any]) -> list[str]:
+    """The archive IRIs a fact's record says it was derived from (malformed entries skipped)."""
+    found = record.get(DERIVED_FROM)
+    if not isinstance(found, list):
+        return []
+    return [item["@id"] for item in found if isinstance(item, dict) and isinstance(item.get("@id"), str)]
+
+
 def _cites(cites: object, version_of: Callable[[str], int] | None) -> dict[str, int]:
     checked = check_cites(cites)
     if isinstance(cites, Mapping) or version_of is None:
@@ -219,6 +231,71 @@ class SessionActor:
         self.blocks = []
         return {"session_iri": iri, "blocks": blocks, "tokens": record["tokens"], "counter": record["counter"]}
 
+    def fold(self, msg: Mapping[str, Any]) -> dict[str, Any]:
+        """Consolidate: the chain turns archived at ``msg["iris"]`` become one fact turn whose
+        summary is ``msg["summary"]`` (the caller's summarizer wrote it, outside this actor).
+
+        The fact is archived first, as a block like any turn's, naming every
+        folded turn under :data:`DERIVED_FROM` (``prov:wasDerivedFrom``), so
+        each stays reachable by IRI from the fact that replaced it; it cites
+        what they cited (each line at the oldest version one of them saw) and
+        is stale where one of them was. Nothing is archived when the IRIs do
+        not all name turns of the chain.
+        """
+        session = self.session
+        iris = msg.get("iris")
+        if not isinstance(iris, list) or not iris or not all(isinstance(i, str) for i in iris):
+            raise InvalidInput(f"fold: iris is a non-empty list of archive IRIs, not {show(iris)}")
+        chain = {t.archive_iri: t for t in session.turns}
+        if len(set(iris)) != len(iris) or any(i not in chain for i in iris):
+            raise InvalidInput("fold: every IRI must name a distinct turn of the chain (one was evicted or folded since?)")
+        folded = [chain[i] for i in iris]
+        cites: dict[str, int] = {}
+        for turn in folded:
+            for line, version in turn.cites.items():
+                cites[line] = min(version, cites.get(line, version))
+        roles = {t.role for t in folded}
+        iri = self.archive.next_block_iri()
+        fact = session.prepare(
+            seq=self.archive.next_block,
+            role=roles.pop() if len(roles) == 1 else "assistant",
+            summary=msg.get("summary", ""),
+            archive_iri=iri,
+            supplement=all(t.supplement for t in folded),
+            cites=cites,
+        )
+        fact = dataclasses.replace(fact, created_at=min(t.created_at for t in folded))
+        stale = sorted({line for t in folded for line in t.stale})
+        fact = session.marked_stale(fact, stale)
+        record: dict[str, Any] = {
+            "agent": self.agent,
+            "agentRole": self.role,
+            "session": self.archive.next_session_iri(),
+            "seq": fact.seq,
+            "role": fact.role,
+            "summary": fact.summary,
+            "thought": check_text(msg.get("thought", ""), "a fact's thought"),
+            "content": check_text(msg.get("content", ""), "a fact's content"),
+            "supplement": fact.supplement,
+            "relevance": fact.relevance,
+            "relevanceGiven": False,
+            "tokens": fact.base_tokens,
+            "counter": session.counter.name,
+            "createdAt": fact.created_at,
+            "cites": [{"iri": i, "version": v} for i, v in fact.cites.items()],
+            DERIVED_FROM: [{"@id": t.archive_iri} for t in folded],
+            "staleLines": stale,
+        }
+        journal = session.journal()
+        if journal:
+            record[JOURNAL_KEY] = journal
+        written = self.archive.write_block(record)  # raises having written nothing
+        assert written == iri
+        session.journal_written()
+        self.blocks.append(iri)
+        session.fold(iris, fact)
+        return {"fact": iri, "folded": list(iris), "tokens": session.total_tokens, "fact_tokens": fact.tokens}
+
     def resume(self) -> dict[str, Any]:
         """Rebuild the chain of the session still open in L0 (its blocks not yet closed into a session node).
 
@@ -236,21 +313,30 @@ class SessionActor:
         weak: list[str] = []
         query: dict[str, Any] | None = None
         stale: dict[str, list[str]] = {}
+        folded: set[str] = set()
         for record in records:
             journal = record.get(JOURNAL_KEY) or {}
             weak.extend(journal.get("evicted") or ())
             if "query" in journal:
                 query = journal["query"]
             stale.update(journal.get("stale") or {})
-        gone = set(weak)
+            if record.get(DERIVED_FROM):  # a consolidation's fact: what it folded left the chain
+                folded.update(_derived_from(record))
+                if record.get("staleLines"):
+                    stale.setdefault(record["@id"], list(record["staleLines"]))
+        gone = set(weak) | folded
         *before, last = records
-        turns = [self._turn_of(r) for r in before if r["@id"] not in gone]
-        session.restore([t for t in turns if t is not None], weak, query, stale)
-        newest = self._turn_of(last)
+        # a fact's add evicted nothing, so it is restored as it stands rather than added again
+        replayed = not last.get(DERIVED_FROM)
+        turns = [self._turn_of(r) for r in (before if replayed else records) if r["@id"] not in gone]
+        # a fact stands where the oldest turn it folded stood: the chain in time order, then by block
+        chain = sorted((t for t in turns if t is not None), key=lambda t: (t.created_at, t.seq))
+        session.restore(chain, weak, query, stale)
+        newest = self._turn_of(last) if replayed and last["@id"] not in gone else None
         if newest is not None:
             session.commit(newest, now=newest.created_at)
         self.blocks = [r["@id"] for r in records]
-        unreadable = turns.count(None) + (newest is None)
+        unreadable = turns.count(None) + (replayed and newest is None and last["@id"] not in gone)
         return {"turns": len(session.turns), "weak_refs": len(session.weak_refs), "unreadable": unreadable}
 
     def _turn_of(self, record: Mapping[str, Any]) -> Turn | None:
@@ -343,6 +429,10 @@ class SessionActor:
             evicted = self.query(message)
             self._update_interest(ctx, {})
             return evicted
+        if kind == "fold":
+            answer = self.fold(message)
+            self._update_interest(ctx, {})
+            return answer
         if kind == "close":
             closed = self.close()
             self._update_interest(ctx, {})

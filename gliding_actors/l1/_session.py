@@ -436,6 +436,36 @@ class Session:
         phase1, phase2 = self._evict()
         return stale, [t.archive_iri for t in (*phase1, *phase2)]
 
+    def marked_stale(self, turn: Turn, lines: Iterable[str]) -> Turn:
+        """``turn`` marked stale on ``lines`` (none: unchanged), its cost grown by the note's tokens."""
+        marked = tuple(sorted(set(lines)))
+        if not marked:
+            return turn
+        return dataclasses.replace(turn, stale=marked, tokens=turn.base_tokens + self.counter.count(_stale_note(marked)))
+
+    def fold(self, folded: Sequence[str], fact: Turn) -> None:
+        """Replace the chain turns archived at ``folded`` by ``fact`` (built by :meth:`prepare`), where
+        the oldest of them stood: a consolidation. InvalidInput, changing nothing, unless every IRI
+        names a turn in the chain, once. The folded turns leave the chain but not the archive: the
+        fact's own archived record names them (the caller writes it before this)."""
+        wanted = list(folded)
+        if not wanted or len(set(wanted)) != len(wanted):
+            raise InvalidInput("a consolidation folds one or more distinct turns of the chain")
+        positions = {t.archive_iri: i for i, t in enumerate(self._turns)}
+        missing = [iri for iri in wanted if iri not in positions]
+        if missing:
+            raise InvalidInput(f"not a turn of this chain (evicted, or folded already): {missing[0]}")
+        if fact.archive_iri in self._used:
+            raise InvalidInput(f"archive IRI {fact.archive_iri} is already used in this session")
+        at = min(positions[iri] for iri in wanted)
+        gone = set(wanted)
+        kept = [t for t in self._turns if t.archive_iri not in gone]
+        self._turns = [*kept[:at], fact, *kept[at:]]
+        self._used.add(fact.archive_iri)
+        self._total = sum(t.tokens for t in self._turns)
+        if fact.embedding is not None and self._dim is None:
+            self._dim = len(fact.embedding)
+
     def reset(self) -> None:
         """Empty the chain and the weak references (a closed session's successor starts clean)."""
         self._turns = []
@@ -487,9 +517,7 @@ class Session:
         self.reset()
         self._weak_refs = list(weak_refs)
         for turn in turns:
-            lines = tuple(sorted(stale.get(turn.archive_iri, ())))
-            if lines:
-                turn = dataclasses.replace(turn, stale=lines, tokens=turn.base_tokens + self.counter.count(_stale_note(lines)))
+            turn = self.marked_stale(turn, stale.get(turn.archive_iri, ()))
             if turn.embedding is not None and self._dim is None:
                 self._dim = len(turn.embedding)
             self._turns.append(turn)

@@ -289,6 +289,20 @@ _V1: tuple[OpSpec, ...] = (
         main_list="evicted",
     ),
     _spec(
+        "consolidate",
+        args=_args(optional={"keep": _COUNT}),
+        results={"fact": {"type": ["string", "null"]}, "folded": _list_of(_STR), "tokens": _COUNT},
+        main_list="folded",
+        summary="fold the chain's older turns into one fact turn (default summary: their first sentences)",
+    ),
+    _spec(
+        "fold",
+        args=_args({"iris": _list_of(_NONEMPTY_STR), "summary": _NONEMPTY_STR}, {"thought": _STR, "content": _STR}),
+        results={"fact": _STR, "folded": _list_of(_STR), "tokens": _COUNT},
+        main_list="folded",
+        summary="replace the named chain turns by one fact turn with this summary",
+    ),
+    _spec(
         "session",
         results={
             "turns": _list_of(_OBJECT),

@@ -138,7 +138,7 @@ def scenario_call(call: str, args: Mapping[str, Any]) -> tuple[str | None, dict[
     name = call.removeprefix("submit_")
     if name in {
         "read", "write", "cas", "delete", "evict", "subscribe", "unsubscribe", "publish",
-        "inbox", "heartbeat", "unlock", "session", "project", "search", "intent", "context", "update",
+        "inbox", "heartbeat", "unlock", "session", "project", "search", "intent", "context", "update", "fold",
     }:
         return name, dict(present)
     return None, dict(present)

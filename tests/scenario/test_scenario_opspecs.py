@@ -109,6 +109,8 @@ def test_main_lists_match_the_spec() -> None:
         ("flush", set(), set()),
         ("sweep", set(), set()),
         ("update", {"sparql"}, set()),
+        ("consolidate", set(), {"keep"}),
+        ("fold", {"iris", "summary"}, {"thought", "content"}),
     ],
 )
 def test_args(op: str, required: set[str], optional: set[str]) -> None:

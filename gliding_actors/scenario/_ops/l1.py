@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gliding_actors.runtime import Future
+from gliding_actors.runtime import CompletedFuture, Future
 from gliding_actors.scenario._model import OpStep
 from gliding_actors.scenario._ops import ReplayWorld, implements
 
@@ -32,6 +32,19 @@ def _turn(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
         relevance=args.get("relevance"),
         tokens=args.get("tokens"),
         cites=args.get("cites"),
+    )
+
+
+@implements("consolidate")
+def _consolidate(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    return CompletedFuture(world.agent(step).consolidate(step.args.get("keep", 4)))
+
+
+@implements("fold")
+def _fold(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    args = step.args
+    return world.agent(step).submit_fold(
+        args["iris"], args["summary"], thought=args.get("thought", ""), content=args.get("content", "")
     )
 
 
