@@ -162,3 +162,12 @@ def check_ttl(ttl_s: object) -> float | None:
     if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not math.isfinite(ttl_s) or ttl_s <= 0:
         raise InvalidInput(f"ttl_s is a finite number of seconds > 0 (or None), not {show(ttl_s)}")
     return float(ttl_s)
+
+
+def is_utf8_path(path: str) -> bool:
+    """Whether ``path`` is one LevelDB can open: UTF-8 text (it names files by UTF-8), not empty, without NUL."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return bool(path) and "\x00" not in path

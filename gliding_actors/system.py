@@ -26,19 +26,27 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from gliding_actors._checks import check_iri
+from gliding_actors._checks import check_iri, is_utf8_path
 from gliding_actors._crashes import CrashOps
 from gliding_actors._dataset import export_lines, parse_dataset, write_lines
 from gliding_actors._expiry import SWEEPER_AGENT, ExpirySweeper, ExpiryTable
 from gliding_actors._l0_layout import check_l0_layout, record_l0_layout
+from gliding_actors._reopen import rebuild_lines
 from gliding_actors._supervision import SUPERVISOR_ACTOR, Supervision, SupervisorActor
 from gliding_actors.agent import ROLES, Agent
 from gliding_actors.bus import BUS_ACTOR, BusState, MemoryBus
 from gliding_actors.clock import Clock, VirtualClock
 from gliding_actors.coherence._cache import CacheController
 from gliding_actors.coherence._distributed import ShardRecipe
-from gliding_actors.coherence._home import DEFAULT_GRAPH, EXPIRES_AT, L2Stats, LayeredHome
-from gliding_actors.coherence._hosting import LINE_CHANGED, CacheActor, DirectoryActor, SnapshotBoard, agent_of, cache_name
+from gliding_actors.coherence._home import DEFAULT_GRAPH, L2Stats, LayeredHome
+from gliding_actors.coherence._hosting import (
+    LINE_CHANGED,
+    CacheActor,
+    DirectoryActor,
+    SnapshotBoard,
+    agent_of,
+    cache_name,
+)
 from gliding_actors.coherence._messages import directory_shard
 from gliding_actors.coherence._states import epoch_floor
 from gliding_actors.config import Config
@@ -47,7 +55,7 @@ from gliding_actors.errors import ActorUnavailable, InvalidInput, show
 from gliding_actors.hyperspace import TextEmbedder
 from gliding_actors.hyperspace._service import HyperspaceService
 from gliding_actors.l0 import SHARDS_DIR, L0Store, is_valid_label
-from gliding_actors.l1 import is_archive_iri, session_actor_name, start_session
+from gliding_actors.l1 import session_actor_name, start_session
 from gliding_actors.l1._tokens import get_counter
 from gliding_actors.l2._blackboard import BLACKBOARD_ACTOR, BlackboardActor, BlackboardState
 from gliding_actors.l2._board_requests import Agents, Register
@@ -57,7 +65,14 @@ from gliding_actors.l2._permissions import PermissionMatrix
 from gliding_actors.l2._registry import LineGraphs
 from gliding_actors.l3 import ProjectionService
 from gliding_actors.metrics._counters import SystemCounters
-from gliding_actors.runtime import DRIVER_ONLY, IN_DRIVER, Future, GatheredFuture, Runtime, create_runtime
+from gliding_actors.runtime import (
+    DRIVER_ONLY,
+    IN_DRIVER,
+    Future,
+    GatheredFuture,
+    Runtime,
+    create_runtime,
+)
 from gliding_actors.runtime._cell import check_actor_name
 
 if TYPE_CHECKING:
@@ -67,15 +82,6 @@ __all__ = ["MemorySystem"]
 
 #: the longest agent id (it names actors, archive IRIs and lock holders)
 MAX_AGENT_ID = 200
-
-def _utf8_path(path: str) -> bool:
-    """Whether ``path`` is one LevelDB can open: UTF-8 text (it names files by UTF-8), not empty, without NUL."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return bool(path) and "\x00" not in path
-
 
 class MemorySystem(CrashOps):
     """One memory hierarchy and the actors that serve it. Use :meth:`open`."""
@@ -116,15 +122,7 @@ class MemorySystem(CrashOps):
             self.line_graphs.version_of,
             config.runtime.ask_timeout_s,
         )
-        for entry in self._l0.query():  # the graph is rebuilt from what L0 holds
-            if is_archive_iri(entry.iri):  # L1's archived turns are L0-only nodes, not lines
-                continue
-            self.graph.put_node(
-                entry.iri, entry.content, entry.named_graph or DEFAULT_GRAPH, entry.version, tuple(entry.tags)
-            )
-            self.line_graphs.record(entry.iri, entry.named_graph or DEFAULT_GRAPH, entry.version)
-            if EXPIRES_AT in entry.metadata:
-                self.expiry.table.note(entry.iri, entry.version, float(entry.metadata[EXPIRES_AT]))
+        rebuild_lines(self._l0, self.graph, self.line_graphs, self.expiry.table)  # from what L0 holds
         self.board = SnapshotBoard()
         #: the counters behind stats() (gliding_actors/metrics); tokens in the context layer's counter
         self.counters = SystemCounters(get_counter(config.context.counter))
@@ -233,7 +231,7 @@ class MemorySystem(CrashOps):
         one-node cluster on 127.0.0.1 is started and stopped with the memory.
         """
         for name, where in (("path", path), ("record", record)):
-            if where is not None and (not isinstance(where, (str, os.PathLike)) or not _utf8_path(str(where))):
+            if where is not None and (not isinstance(where, (str, os.PathLike)) or not is_utf8_path(str(where))):
                 raise InvalidInput(f"{name} is a path (str or Path, UTF-8, not empty, no NUL) or None, not {show(where)}")
         if clock is not None and not isinstance(clock, Clock):
             raise InvalidInput(f"clock is a Clock (an object with now()), not {show(clock)}")

@@ -106,7 +106,8 @@ class ShardRecipe:
             if self.graph_writer:
                 outbox = GraphOutbox()
                 for entry in l0.query():  # shipped by the first actor's on_start
-                    outbox.add(entry.iri, entry.content, entry.named_graph or DEFAULT_GRAPH, entry.version, tuple(entry.tags))
+                    graph = entry.named_graph or DEFAULT_GRAPH
+                    outbox.add(entry.iri, entry.content, graph, entry.version, tuple(entry.tags), entry.importance)
                 self._home = LayeredHome(l0, outbox, capacity=self.capacity)
             else:
                 self._home = LayeredHome(l0, GraphStore(None), threading.Lock(), capacity=self.capacity)

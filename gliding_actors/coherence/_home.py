@@ -38,7 +38,7 @@ from typing import Any, TypedDict
 from gliding_actors.coherence._messages import Meta, Msg, Value
 from gliding_actors.coherence._states import epoch_floor
 from gliding_actors.errors import GlidingError, InvalidInput, show
-from gliding_actors.l0 import L0Entry, L0Store
+from gliding_actors.l0 import L0Entry, L0Store, importance_of
 from gliding_actors.l2._graph import GraphStore
 from gliding_actors.l2._graph_writer import GraphOutbox
 from gliding_actors.l2._permissions import DEFAULT_GRAPH  # a line written without a graph is in it
@@ -191,11 +191,12 @@ class LayeredHome:
             # Values were checked as JSON-LD before they entered the protocol.
             graph = (meta or {}).get("graph") or DEFAULT_GRAPH
             tags = tuple((meta or {}).get("tags") or ())
+            importance = (meta or {}).get("importance")
             if isinstance(self._graph, GraphOutbox):
-                self._graph.add(iri, value, graph, version, tags)  # its directory ships it
+                self._graph.add(iri, value, graph, version, tags, importance)  # its directory ships it
             else:
                 with self._graph_lock:
-                    self._graph.put_node(iri, value, graph, version, tags)
+                    self._graph.put_node(iri, value, graph, version, tags, importance)
         if durable and self._durable.get(iri, -1) < version:
             self._write_down([iri], sync=True)
         self._touch(iri)
@@ -373,7 +374,7 @@ def entry_of_line(iri: str, value: dict[str, Any], version: int, meta: Meta) -> 
     return L0Entry(
         iri,
         value,
-        importance=meta.get("importance", 0.5),
+        importance=meta["importance"] if meta.get("importance") is not None else importance_of(value),
         tags=tuple(meta.get("tags") or ()),
         named_graph=meta.get("graph"),
         metadata={} if expires is None else {EXPIRES_AT: expires},

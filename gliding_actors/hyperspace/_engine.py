@@ -41,6 +41,7 @@ from gliding_actors.hyperspace._bm25 import BM25Index
 from gliding_actors.hyperspace._embedders import EmbedderChain, Matrix
 from gliding_actors.hyperspace._index import VectorIndex
 from gliding_actors.hyperspace._text import node_text, node_types, words
+from gliding_actors.l0 import importance_of
 
 if TYPE_CHECKING:
     from gliding_actors.config import HyperspaceConfig
@@ -163,14 +164,6 @@ class Doc:
         iri, text, tags, graph, types, importance, version, text_hash, space, source = row
         return cls(str(iri), str(text), tuple(tags), str(graph), tuple(types), float(importance),
                    int(version), str(text_hash), str(space), str(source))
-
-
-def importance_of(value: Mapping[str, Any] | None, default: float = 0.5) -> float:
-    """A node's importance: its own ``importance`` key when a number in [0, 1], else ``default``."""
-    raw = None if value is None else value.get("importance")
-    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and 0.0 <= raw <= 1.0:
-        return float(raw)
-    return default
 
 
 @dataclass

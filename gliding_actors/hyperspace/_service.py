@@ -191,8 +191,9 @@ class HyperspaceService:
             copy = memory.line_copy(iri)
             if (copy[1] if copy is not None else 0) < wanted:
                 continue  # still in its writer's cache: a recall or flush brings it
+            node = memory.graph.node(iri)  # the importance its writer gave, kept beside the copy
             try:
-                changed += self._apply(iri, copy, "line")
+                changed += self._apply(iri, copy, "line", importance=None if node is None else node.importance)
             except EmbeddingError as exc:
                 failure = failure or exc
                 continue

@@ -281,3 +281,12 @@ def check_record_fields(arr: list[Any]) -> str | None:
     if type(e.content_size) is not int or e.content_size < 0:
         return "content_size is not a non-negative int"
     return None
+
+
+def importance_of(value: Mapping[str, Any] | None, default: float = 0.5) -> float:
+    """A node's importance when no writer gave one: its own ``importance`` key when a number in
+    [0, 1], else ``default`` (what L0, the graph and search agree a line's importance is)."""
+    raw = None if value is None else value.get("importance")
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and 0.0 <= raw <= 1.0:
+        return float(raw)
+    return default

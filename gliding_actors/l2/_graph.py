@@ -82,6 +82,8 @@ class GraphNode(NamedTuple):
     graph: str
     version: int
     tags: tuple[str, ...] = ()
+    #: the importance the version's writer gave (None: none given; readers then default it)
+    importance: float | None = None
 
 
 class _Dataset(NamedTuple):
@@ -101,6 +103,7 @@ class _Entry(NamedTuple):
     version: int
     quads: tuple[ox.Quad, ...]
     tags: tuple[str, ...]
+    importance: float | None
 
 
 # --- network guard -------------------------------------------------------------------------
@@ -378,6 +381,7 @@ class GraphStore:
         graph: str,
         version: int,
         tags: tuple[str, ...] | list[str] = (),
+        importance: float | None = None,
     ) -> bool:
         """Make line ``iri`` hold ``value`` (``None``: a tombstone) in ``graph``.
 
@@ -398,7 +402,8 @@ class GraphStore:
         answers from here (:meth:`MemorySystem.line_copy`). A tombstone keeps
         its version, graph and tags, so a deleted line is never mistaken for
         an older copy in L0. A tag that is not a string is
-        :class:`InvalidInput`, nothing changed.
+        :class:`InvalidInput`, nothing changed. ``importance`` (None, or a
+        number in [0, 1]: the one the version's writer gave) rides along too.
         """
         self._open()
         _named(iri, "iri")
@@ -406,6 +411,10 @@ class GraphStore:
         if type(version) is not int or version < 0:
             raise InvalidInput(f"version must be an int >= 0, not {show(version)}", path=("version",))
         kept_tags = _tags(tags)
+        if importance is not None and (
+            isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0 <= importance <= 1
+        ):
+            raise InvalidInput(f"importance is None or a number in [0, 1], not {show(importance)}", path=("importance",))
         old = self._nodes.get(iri)
         if old is not None and version < old.version:
             return False
@@ -413,7 +422,7 @@ class GraphStore:
         # Nothing has changed so far; the RDF transaction is the only step that
         # can still fail, and it either commits whole or not at all.
         self._replace(() if old is None else old.quads, quads)
-        self._nodes[iri] = _Entry(value, graph, version, quads, kept_tags)
+        self._nodes[iri] = _Entry(value, graph, version, quads, kept_tags, None if importance is None else float(importance))
         if old is not None and old.value is not None:
             self._by_graph[old.graph].discard(iri)
             self._live -= 1
@@ -497,7 +506,7 @@ class GraphStore:
         entry = self._nodes.get(iri)
         if entry is None:
             return None
-        return GraphNode(iri, entry.value, entry.graph, entry.version, entry.tags)
+        return GraphNode(iri, entry.value, entry.graph, entry.version, entry.tags, entry.importance)
 
     def quads_of(self, iri: str) -> tuple[ox.Quad, ...]:
         """The quads line ``iri`` put, all in its named graph (empty for a
@@ -510,7 +519,7 @@ class GraphStore:
     def lines(self) -> list[GraphNode]:
         """Every line held, tombstones included, sorted by IRI."""
         return [
-            GraphNode(iri, e.value, e.graph, e.version, e.tags) for iri, e in sorted(self._nodes.items())
+            GraphNode(iri, e.value, e.graph, e.version, e.tags, e.importance) for iri, e in sorted(self._nodes.items())
         ]
 
     def graph_of(self, iri: str) -> str | None:

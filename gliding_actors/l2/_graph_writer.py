@@ -60,8 +60,16 @@ class GraphOutbox:
     def __init__(self) -> None:
         self._puts: list[GraphPut] = []
 
-    def add(self, iri: str, value: dict[str, Any] | None, graph: str, version: int, tags: tuple[str, ...]) -> None:
-        self._puts.append([iri, value, graph, version, list(tags)])
+    def add(
+        self,
+        iri: str,
+        value: dict[str, Any] | None,
+        graph: str,
+        version: int,
+        tags: tuple[str, ...],
+        importance: float | None = None,
+    ) -> None:
+        self._puts.append([iri, value, graph, version, list(tags), importance])
 
     def take(self) -> list[GraphPut]:
         """Everything queued, oldest first; the outbox is empty after."""
@@ -100,9 +108,9 @@ class GraphWriter:
     def _apply(self, nodes: list[GraphPut]) -> None:
         failure: GlidingError | None = None
         with self._lock:
-            for iri, value, graph, version, tags in nodes:
+            for iri, value, graph, version, tags, importance in nodes:
                 try:
-                    self._graph.put_node(iri, value, graph, version, tuple(tags))
+                    self._graph.put_node(iri, value, graph, version, tuple(tags), importance)
                 except GlidingError as exc:
                     self._tally["refused"] += 1
                     failure = exc
@@ -120,14 +128,18 @@ def _checked(nodes: Any) -> list[GraphPut]:
     for n, put in enumerate(nodes):
         ok = (
             isinstance(put, list)
-            and len(put) == 5
+            and len(put) == 6
             and isinstance(put[0], str)
             and (put[1] is None or isinstance(put[1], dict))
             and isinstance(put[2], str)
             and type(put[3]) is int
             and isinstance(put[4], list)
             and all(isinstance(tag, str) for tag in put[4])
+            and (put[5] is None or (type(put[5]) in (int, float) and 0 <= put[5] <= 1))
         )
         if not ok:
-            raise InvalidInput(f"{PUTS}: put {n} is not [iri, value|None, graph, version, tags]: {show(put)}", path=("nodes", n))
+            raise InvalidInput(
+                f"{PUTS}: put {n} is not [iri, value|None, graph, version, tags, importance|None]: {show(put)}",
+                path=("nodes", n),
+            )
     return nodes

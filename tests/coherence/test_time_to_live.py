@@ -130,3 +130,20 @@ def test_a_cache_mailbox_refuses_a_bad_importance_expiry_or_version_and_changes_
             memory.runtime.lookup(cache_name("pa")).ask(request).get(10)
         assert pa.read("note:a") == {"value": {"text": "v1"}, "version": 1, "state": "M", "messages": 0}
         assert len(memory.expiry.table) == 0
+
+
+@pytest.mark.parametrize("graph_writer", [False, True])
+def test_search_filters_on_the_importance_a_write_gave_and_after_a_reopen(tmp_path: Path, graph_writer: bool) -> None:
+    config = {"l2": {"graph_writer": graph_writer}}
+    with MemorySystem.open(tmp_path, config, runtime="sim") as memory:
+        pa = memory.agent("pa", "PA")
+        pa.write("note:key", {"text": "rotate the signing keys"}, importance=0.9)
+        pa.write("note:minor", {"text": "rotate the signing keys later"}, importance=0.1)
+        pa.write("note:own", {"text": "rotate the signing keys now", "importance": 0.8})  # the value's own key
+        found = pa.search("rotate signing keys", k=5, filters={"min_importance": 0.7})["iris"]
+        assert sorted(found) == ["note:key", "note:own"]
+    with MemorySystem.open(tmp_path, config, runtime="sim") as memory:
+        pa = memory.agent("pa", "PA")
+        assert memory.graph.node("note:key").importance == pytest.approx(0.9)  # type: ignore[union-attr]
+        found = pa.search("rotate signing keys", k=5, filters={"max_importance": 0.2})["iris"]
+        assert found == ["note:minor"]

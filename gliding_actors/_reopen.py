@@ -1,0 +1,31 @@
+"""What a memory rebuilds from L0 when it opens: the graph, the line registry and the expiry table.
+
+L0 is the one durable copy of every line; the L2 graph, the registry of which
+graph each line is in (the agents' fast permission checks) and the table of
+lines with a time to live are rebuilt from it, in one pass over its entries.
+L1's archived turns are L0-only nodes, not lines, and are left out.
+"""
+
+from __future__ import annotations
+
+from gliding_actors._expiry import ExpiryTable
+from gliding_actors.coherence._home import EXPIRES_AT
+from gliding_actors.l0 import L0Store
+from gliding_actors.l1 import is_archive_iri
+from gliding_actors.l2._graph import GraphStore
+from gliding_actors.l2._registry import LineGraphs
+
+__all__ = ["rebuild_lines"]
+
+
+def rebuild_lines(l0: L0Store, graph: GraphStore, line_graphs: LineGraphs, expiry: ExpiryTable) -> None:
+    """Put every line L0 holds into ``graph``, ``line_graphs`` and (when it expires) ``expiry``."""
+    default = line_graphs.default_graph
+    for entry in l0.query():
+        if is_archive_iri(entry.iri):
+            continue
+        named = entry.named_graph or default
+        graph.put_node(entry.iri, entry.content, named, entry.version, tuple(entry.tags), entry.importance)
+        line_graphs.record(entry.iri, named, entry.version)
+        if EXPIRES_AT in entry.metadata:
+            expiry.note(entry.iri, entry.version, float(entry.metadata[EXPIRES_AT]))
