@@ -213,6 +213,14 @@ def _similarity_floor(raw: Any, path: tuple[str, ...], _base: Any) -> float | No
     return float(raw)
 
 
+def _positive_or_null(raw: Any, path: tuple[str, ...], _base: Any) -> float | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw < float("inf"):
+        raise ConfigError(f"{'.'.join(path)} is a number of seconds > 0, or null, not {raw!r}", path=path)
+    return float(raw)
+
+
 @dataclasses.dataclass(frozen=True)
 class HyperspaceConfig:
     """The vector engine (read by :mod:`gliding_actors.hyperspace`; docs/HYPERSPACE.md)."""
@@ -277,6 +285,11 @@ class HyperspaceConfig:
     embed_at_search: int = dataclasses.field(default=32, metadata=value_range(0, 10_000))
     #: Texts per batch the worker embeds at once.
     embed_batch: int = dataclasses.field(default=64, metadata=value_range(1, 4096))
+    #: Importance grows with use and fades with idleness (gliding_actors/hyperspace/_importance.py):
+    #: ``min(1, base + importance_rise * ln(1 + uses)) * 0.5 ** (idle_s / importance_half_life_s)``,
+    #: ``uses`` the searches that returned the node; a null half-life: no fading.
+    importance_rise: float = dataclasses.field(default=0.05, metadata=value_range(0.0, 1.0))
+    importance_half_life_s: float | None = dataclasses.field(default=None, metadata={"parse": _positive_or_null})
     #: L3 ``project(..., query=...)``: weights of the frame's ranking and the search's.
     project_w_frame: float = dataclasses.field(default=1.0, metadata=value_range(0.0))
     project_w_search: float = dataclasses.field(default=1.0, metadata=value_range(0.0))

@@ -39,6 +39,7 @@ import numpy as np
 from gliding_actors.errors import EmbeddingError, InvalidInput, show
 from gliding_actors.hyperspace._bm25 import BM25Index
 from gliding_actors.hyperspace._embedders import EmbedderChain, Matrix
+from gliding_actors.hyperspace._importance import ImportanceRule, Use
 from gliding_actors.hyperspace._index import VectorIndex
 from gliding_actors.hyperspace._text import node_text, node_types, words
 from gliding_actors.l0 import importance_of
@@ -177,9 +178,16 @@ class HyperspaceEngine:
     """Documents and indexes of one memory (see the module docstring). Not thread-safe:
     the hyperspace actor owns it; only the indexes' own locks let a rebuild thread install."""
 
-    def __init__(self, config: HyperspaceConfig, chain: EmbedderChain) -> None:
+    def __init__(
+        self, config: HyperspaceConfig, chain: EmbedderChain, clock: Callable[[], float] | None = None
+    ) -> None:
         self.config = config
         self.chain = chain
+        #: importance grown by use and faded by idleness (``_importance.py``), timed by the memory's clock
+        self.importance_rule = ImportanceRule(config.importance_rise, config.importance_half_life_s)
+        self._now = clock if clock is not None else (lambda: 0.0)
+        #: each document's uses since open: searches that returned it, and when it was last used or written
+        self.uses: dict[str, Use] = {}
         self.docs: dict[str, Doc] = {}
         self.spaces: dict[str, VectorIndex] = {}
         self.bm25 = BM25Index()
@@ -296,6 +304,8 @@ class HyperspaceEngine:
         if vector is not None:
             self.space(space, int(vector.shape[0])).add(iri, vector)
         self.docs[iri] = doc
+        use = self.uses.get(iri)
+        self.uses[iri] = Use(0 if use is None else use.count, self._now())  # a write is a use: idle from now
         self._link(doc)
         self.bm25.add(iri, words(text))
         self.waiting.pop(iri, None)
@@ -359,8 +369,28 @@ class HyperspaceEngine:
         self._new_waiting.pop(iri, None)
         self.embed_failures += 1
 
+    def importance(self, iri: str) -> float:
+        """Document ``iri``'s effective importance now (its written one, grown by use, faded by idleness)."""
+        doc = self.docs[iri]
+        use = self.uses.get(iri)
+        if use is None:
+            return doc.importance
+        return self.importance_rule.effective(doc.importance, use.count, self._now() - use.last)
+
+    def used(self, iris: Iterable[str]) -> None:
+        """``iris`` were returned by a search: each counts one more use, now."""
+        now = self._now()
+        for iri in iris:
+            use = self.uses.get(iri)
+            if use is None:
+                self.uses[iri] = Use(1, now)
+            else:
+                use.count += 1
+                use.last = now
+
     def remove(self, iri: str) -> bool:
         self.waiting.pop(iri, None)
+        self.uses.pop(iri, None)
         self._new_waiting.pop(iri, None)
         if iri not in self.docs:
             return False
@@ -421,9 +451,10 @@ class HyperspaceEngine:
         lo, hi = filters.min_importance, filters.max_importance
         if lo is not None or hi is not None:
             pool = self.docs if out is None else {i: self.docs[i] for i in out}
+            importance = self.importance
             out = {
-                i for i, d in pool.items()
-                if (lo is None or d.importance >= lo) and (hi is None or d.importance <= hi)
+                i for i in pool
+                if (lo is None or importance(i) >= lo) and (hi is None or importance(i) <= hi)
             }
         return out
 
@@ -485,7 +516,7 @@ class HyperspaceEngine:
                 return []  # a text that matches nothing finds nothing (no filler ranked above real hits)
             # no text and no preference: the filtered set by importance, then IRI
             pool = list(self.docs) if allow is None else list(allow)
-            plain = [(i, self.docs[i].importance) for i in pool if ok(i)]
+            plain = [(i, self.importance(i)) for i in pool if ok(i)]
             return _top(plain, k)
         structural = self._structure_ranking(text, filters, rankings, ok, depth)
         if structural is not None:

@@ -82,7 +82,7 @@ class HyperspaceService:
     def __init__(self, memory: MemoryPorts) -> None:
         self._memory = memory
         self.config = memory.config.hyperspace
-        self.engine = HyperspaceEngine(self.config, EmbedderChain.from_config(self.config))
+        self.engine = HyperspaceEngine(self.config, EmbedderChain.from_config(self.config), memory.runtime.clock.now)
         self.path = Path(memory.path) / _DIR
         self._lock = threading.Lock()
         #: iri -> newest version the registry recorded and the engine has not indexed yet
@@ -458,6 +458,7 @@ class HyperspaceService:
 
             visible = visible_fn
         hits = engine.search(str(request["text"]), int(request["k"]), filters, graphs=graphs, visible=visible)
+        engine.used(iri for iri, _ in hits)
         return {
             "iris": [iri for iri, _ in hits],
             "scores": [round(score, 6) for _, score in hits],
@@ -538,7 +539,7 @@ class HyperspaceService:
                 self.engine.structure = PoincareEmbedding.from_bytes(structure.read_bytes())
         except (GlidingError, OSError, ValueError, TypeError, KeyError, msgpack.UnpackException):
             # a damaged save is not the truth (L0 is): start empty and re-index
-            self.engine = HyperspaceEngine(self.config, self.engine.chain)
+            self.engine = HyperspaceEngine(self.config, self.engine.chain, self._memory.runtime.clock.now)
 
     def _reconcile(self) -> None:
         """Make the loaded engine agree with what the memory holds: changed or new

@@ -75,13 +75,16 @@ def test_scores_lie_in_zero_one_on_every_path(memory: MemorySystem) -> None:
     """A search's scores and a listing's share one scale: 1 is first by every ranking, or full importance."""
     _team(memory)
     aa = memory.agent("aa", "AA")
+    listing = aa.search("", 10, {"graph": "plan"})
+    assert listing["scores"] == [0.9, 0.5, 0.2]  # importances (as written: nothing was used yet)
     best = aa.search("switch authentication to JWT tokens", 3)
     assert best["iris"][0] == "task:auth" and best["scores"][0] == 1.0  # first by meaning, words and type
     assert all(0.0 < s < 1.0 for s in best["scores"][1:])
     preferred = aa.search("JWT", 10, {"tags": {"should": ["code"]}})
     assert all(0.0 < s <= 1.0 for s in preferred["scores"])
-    listing = aa.search("", 10, {"graph": "plan"})
-    assert listing["scores"] == [0.9, 0.5, 0.2]  # importances
+    again = aa.search("", 10, {"graph": "plan"})
+    assert all(0.0 < s <= 1.0 for s in again["scores"])  # grown by those uses, still within [0, 1]
+    assert again["scores"][0] > 0.9
 
 
 def test_a_text_that_matches_nothing_finds_nothing(memory: MemorySystem) -> None:
