@@ -61,15 +61,14 @@ class ExpiryTable:
         heap = self._heap
         return bool(heap) and heap[0][0] <= self._clock.now()
 
-    def take_due(self) -> list[tuple[str, int]]:
-        """``(iri, version)`` of every expired version, taken out of the table."""
+    def take_due(self) -> list[tuple[float, str, int]]:
+        """``(expires_at, iri, version)`` of every expired version, taken out of the table."""
         now = self._clock.now()
         taken = []
         with self._lock:
             heap = self._heap
             while heap and heap[0][0] <= now:
-                _at, iri, version = heapq.heappop(heap)
-                taken.append((iri, version))
+                taken.append(heapq.heappop(heap))
         return taken
 
     def __len__(self) -> int:
@@ -109,19 +108,26 @@ class ExpirySweeper:
         """Delete every line whose version expired and was not written since; returns how many."""
         with self._lock:
             version_of = self._version_of
-            due = [(iri, version) for iri, version in self.table.take_due() if version_of(iri) == version]
+            due = [(at, iri, version) for at, iri, version in self.table.take_due() if version_of(iri) == version]
             if not due:
                 return 0
-            sweeper = self._agent()
-            sent = [sweeper.submit_delete(iri, version=version) for iri, version in due]
             deleted = 0
-            for (iri, _version), future in zip(due, sent, strict=True):
-                try:
-                    version = int(future.get(self._timeout_s)["version"])
-                except ConflictError:
-                    continue  # written again since: that version decides its own expiry
-                deleted += 1
-                for listener in self.listeners:
-                    listener(iri, version)
-            self.swept += deleted
+            settled = 0
+            try:
+                sweeper = self._agent()
+                sent = [sweeper.submit_delete(iri, version=version) for _at, iri, version in due]
+                for (_at, iri, _version), future in zip(due, sent, strict=True):
+                    try:
+                        version = int(future.get(self._timeout_s)["version"])
+                    except ConflictError:
+                        settled += 1
+                        continue  # written again since: that version decides its own expiry
+                    settled += 1
+                    deleted += 1
+                    for listener in self.listeners:
+                        listener(iri, version)
+            finally:
+                self.swept += deleted
+                for at, iri, version in due[settled:]:  # not known deleted (a timeout, a closed memory):
+                    self.table.note(iri, version, at)  # due again, so the next sweep tries again
             return deleted

@@ -334,6 +334,8 @@ class MemorySystem(CrashOps):
             )
         if not isinstance(role, str) or role not in ROLES:
             raise InvalidInput(f"unknown role {show(role)}; roles are {', '.join(ROLES)}")
+        if agent_id == SWEEPER_AGENT and role != "system":  # the id the memory deletes expired lines as
+            raise InvalidInput(f"agent id {SWEEPER_AGENT!r} is the memory's own (role system)")
         with self._lock:
             existing = self._agents.get(agent_id)
             if existing is not None:

@@ -147,3 +147,34 @@ def test_search_filters_on_the_importance_a_write_gave_and_after_a_reopen(tmp_pa
         assert memory.graph.node("note:key").importance == pytest.approx(0.9)  # type: ignore[union-attr]
         found = pa.search("rotate signing keys", k=5, filters={"max_importance": 0.2})["iris"]
         assert found == ["note:minor"]
+
+
+def test_the_sweepers_id_is_the_memorys_own(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    with MemorySystem.open(tmp_path, runtime="sim", clock=clock) as memory:
+        with pytest.raises(InvalidInput):
+            memory.agent("ttl-sweeper", "PA")  # a hostile agent may not take it and stop every sweep
+        pa = memory.agent("pa", "PA")
+        pa.write("note:a", {"text": "brief"}, ttl_s=1)
+        clock.advance(2)
+        assert memory.sweep_expired() == 1
+
+
+def test_a_sweep_that_could_not_finish_leaves_the_lines_due() -> None:
+    """A delete that times out (or a memory closing) does not lose the expiry: the next sweep tries again."""
+    from gliding_actors._expiry import ExpirySweeper, ExpiryTable
+    from gliding_actors.errors import Timeout
+
+    class Unreachable:
+        def submit_delete(self, iri: str, *, version: int | None = None) -> object:
+            raise Timeout("no answer within 0 s")
+
+    clock = VirtualClock()
+    table = ExpiryTable(clock)
+    table.note("note:a", 1, 5.0)
+    table.note("note:b", 3, 6.0)
+    sweeper = ExpirySweeper(table, Unreachable, lambda iri: {"note:a": 1, "note:b": 3}[iri], 1.0)
+    clock.advance(10)
+    with pytest.raises(Timeout):
+        sweeper.sweep()
+    assert sorted(table.heap) == [(5.0, "note:a", 1), (6.0, "note:b", 3)] and sweeper.swept == 0
