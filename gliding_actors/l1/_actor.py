@@ -173,7 +173,24 @@ class SessionActor:
             embedding=msg.get("embedding"),
             cites=msg.get("cites"),
         )
-        record: dict[str, Any] = {
+        record = self._record(turn, thought, content)
+        if msg.get("embedding") is not None and turn.embedding is not None:
+            # the caller's own vector is kept; one the session's embedder made is made again from the summary
+            record["embedding"] = list(turn.embedding)
+        self._archive(iri, record)
+        result = session.commit(turn)
+        return {
+            "archive_iri": iri,
+            "evicted": result.evicted,
+            "tokens": session.total_tokens,
+            "turn_tokens": turn.tokens,
+            "seq": turn.seq,
+            "counter": session.counter.name,
+        }
+
+    def _record(self, turn: Turn, thought: str, content: str) -> dict[str, Any]:
+        """A turn's archived block: what the chain knows of it, and its full text."""
+        return {
             "agent": self.agent,
             "agentRole": self.role,
             "session": self.archive.next_session_iri(),
@@ -185,30 +202,21 @@ class SessionActor:
             "supplement": turn.supplement,
             "relevance": turn.relevance,
             "relevanceGiven": turn.relevance_given,
-            "tokens": turn.tokens,
-            "counter": session.counter.name,
+            "tokens": turn.base_tokens,
+            "counter": self.session.counter.name,
             "createdAt": turn.created_at,
             "cites": [{"iri": i, "version": v} for i, v in turn.cites.items()],
         }
-        if msg.get("embedding") is not None and turn.embedding is not None:
-            # the caller's own vector is kept; one the session's embedder made is made again from the summary
-            record["embedding"] = list(turn.embedding)
-        journal = session.journal()
+
+    def _archive(self, iri: str, record: dict[str, Any]) -> None:
+        """Write ``record`` as block ``iri`` with the session's journal; raises having written nothing."""
+        journal = self.session.journal()
         if journal:
             record[JOURNAL_KEY] = journal
-        written = self.archive.write_block(record)  # raises having written nothing
+        written = self.archive.write_block(record)
         assert written == iri
-        session.journal_written()
+        self.session.journal_written()
         self.blocks.append(iri)
-        result = session.commit(turn)
-        return {
-            "archive_iri": iri,
-            "evicted": result.evicted,
-            "tokens": session.total_tokens,
-            "turn_tokens": turn.tokens,
-            "seq": turn.seq,
-            "counter": session.counter.name,
-        }
 
     def close(self) -> dict[str, Any]:
         session = self.session
@@ -250,6 +258,8 @@ class SessionActor:
         if len(set(iris)) != len(iris) or any(i not in chain for i in iris):
             raise InvalidInput("fold: every IRI must name a distinct turn of the chain (one was evicted or folded since?)")
         folded = [chain[i] for i in iris]
+        thought = check_text(msg.get("thought", ""), "a fact's thought")
+        content = check_text(msg.get("content", ""), "a fact's content")
         cites: dict[str, int] = {}
         for turn in folded:
             for line, version in turn.cites.items():
@@ -267,32 +277,10 @@ class SessionActor:
         fact = dataclasses.replace(fact, created_at=min(t.created_at for t in folded))
         stale = sorted({line for t in folded for line in t.stale})
         fact = session.marked_stale(fact, stale)
-        record: dict[str, Any] = {
-            "agent": self.agent,
-            "agentRole": self.role,
-            "session": self.archive.next_session_iri(),
-            "seq": fact.seq,
-            "role": fact.role,
-            "summary": fact.summary,
-            "thought": check_text(msg.get("thought", ""), "a fact's thought"),
-            "content": check_text(msg.get("content", ""), "a fact's content"),
-            "supplement": fact.supplement,
-            "relevance": fact.relevance,
-            "relevanceGiven": False,
-            "tokens": fact.base_tokens,
-            "counter": session.counter.name,
-            "createdAt": fact.created_at,
-            "cites": [{"iri": i, "version": v} for i, v in fact.cites.items()],
-            DERIVED_FROM: [{"@id": t.archive_iri} for t in folded],
-            "staleLines": stale,
-        }
-        journal = session.journal()
-        if journal:
-            record[JOURNAL_KEY] = journal
-        written = self.archive.write_block(record)  # raises having written nothing
-        assert written == iri
-        session.journal_written()
-        self.blocks.append(iri)
+        record = self._record(fact, thought, content)
+        record[DERIVED_FROM] = [{"@id": t.archive_iri} for t in folded]
+        record["staleLines"] = stale
+        self._archive(iri, record)
         session.fold(iris, fact)
         return {"fact": iri, "folded": list(iris), "tokens": session.total_tokens, "fact_tokens": fact.tokens}
 
