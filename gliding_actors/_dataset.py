@@ -17,7 +17,6 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import unquote
 
 import pyoxigraph as ox
 
@@ -27,9 +26,9 @@ from gliding_actors.l1._archive import is_archive_iri
 from gliding_actors.l2._graph import GraphNode
 from gliding_actors.l2._jsonld import (
     GENID_BASE,
-    GRAPH_BASE,
     VOCAB,
     graph_iri,
+    graph_name_of,
     to_quads,
     triples_to_jsonld,
 )
@@ -101,12 +100,6 @@ def parse_dataset(text: str, fmt: str) -> list[Line]:
     return sorted(lines)
 
 
-def _graph_name(iri: str) -> str:
-    if not iri.startswith(GRAPH_BASE) or len(iri) == len(GRAPH_BASE):
-        raise InvalidInput(f"named graph {show(iri)} is not one of this memory's (they start with {GRAPH_BASE})")
-    return unquote(iri[len(GRAPH_BASE) :])
-
-
 def _nodes_of_nquads(text: str) -> list[tuple[str, dict[str, Any]]]:
     try:
         data = text.encode("utf-8")  # pyoxigraph takes bytes; a lone surrogate is not text it can read
@@ -122,7 +115,7 @@ def _nodes_of_nquads(text: str) -> list[tuple[str, dict[str, Any]]]:
             raise InvalidInput(f"a quad outside any named graph: {q} (each line lives in a named graph)")
         if not isinstance(q.subject, ox.NamedNode):
             raise InvalidInput(f"a blank-node subject: {q} (this memory's exports name every node)")
-        by_graph.setdefault(_graph_name(q.graph_name.value), []).append(ox.Triple(q.subject, q.predicate, q.object))
+        by_graph.setdefault(graph_name_of(q.graph_name.value), []).append(ox.Triple(q.subject, q.predicate, q.object))
     return [(graph, node) for graph, triples in by_graph.items() for node in triples_to_jsonld(triples)]
 
 
@@ -140,7 +133,7 @@ def _nodes_of_jsonld(text: str) -> list[tuple[str, dict[str, Any]]]:
     for n, named in enumerate(graphs):
         if not isinstance(named, dict) or not isinstance(named.get("@id"), str) or not isinstance(named.get("@graph"), list):
             raise InvalidInput(f"@graph[{n}] is a named graph: an object with @id and @graph", path=("@graph", n))
-        name = _graph_name(named["@id"])
+        name = graph_name_of(named["@id"])
         for m, node in enumerate(named["@graph"]):
             if not isinstance(node, dict) or not isinstance(node.get("@id"), str):
                 raise InvalidInput(f"@graph[{n}].@graph[{m}] is a node with an @id", path=("@graph", n, "@graph", m))

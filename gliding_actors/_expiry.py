@@ -48,17 +48,16 @@ class ExpiryTable:
         self._clock = clock
         #: the heap itself, never replaced: a hit path may test it for emptiness without a call
         self.heap: list[tuple[float, str, int]] = []
-        self._heap = self.heap
         self._lock = threading.Lock()
 
     def note(self, iri: str, version: int, expires_at: float) -> None:
         """Version ``version`` of ``iri`` expires at ``expires_at`` (seconds on the clock)."""
         with self._lock:
-            heapq.heappush(self._heap, (expires_at, iri, version))
+            heapq.heappush(self.heap, (expires_at, iri, version))
 
     def due(self) -> bool:
         """Whether some noted version has expired (O(1): the read paths ask on every call)."""
-        heap = self._heap
+        heap = self.heap
         return bool(heap) and heap[0][0] <= self._clock.now()
 
     def take_due(self) -> list[tuple[float, str, int]]:
@@ -66,13 +65,13 @@ class ExpiryTable:
         now = self._clock.now()
         taken = []
         with self._lock:
-            heap = self._heap
+            heap = self.heap
             while heap and heap[0][0] <= now:
                 taken.append(heapq.heappop(heap))
         return taken
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self.heap)
 
 
 class ExpirySweeper:

@@ -40,11 +40,12 @@ from gliding_actors._results import (
 )
 from gliding_actors.coherence._hosting import cache_name, unpack_value
 from gliding_actors.errors import InvalidInput, PermissionDenied, show
+from gliding_actors.l0 import is_importance
 from gliding_actors.l1._actor import session_actor_name, turn_request
 from gliding_actors.l1._archive import reload_turn
 from gliding_actors.l1._session import check_embedding
 from gliding_actors.l2._update import check_update, plan_update
-from gliding_actors.llm import Summarizer, parse_answer
+from gliding_actors.llm import ExtractiveSummarizer, Summarizer, parse_answer
 from gliding_actors.roles import ROLES
 from gliding_actors.runtime import BaseFuture, CompletedFuture, Future, MappedFuture
 
@@ -267,9 +268,7 @@ class Agent(CoordinationOps):
         """Validate a write once (IRI, JSON object, JSON-LD, tags, graph, importance, time to live,
         permission), then send it to the cache, recording where the line lands and when it
         expires; raises before anything is sent."""
-        if importance is not None and (
-            isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0 <= importance <= 1
-        ):
+        if importance is not None and not is_importance(importance):
             raise InvalidInput(f"importance is a number in [0, 1] (or None: the line's), not {show(importance)}")
         ttl = check_ttl(ttl_s)
         checked_iri = check_iri(iri)
@@ -770,11 +769,8 @@ class Agent(CoordinationOps):
 
 def _first_sentences(summaries: Iterable[str], words: int = 20) -> str:
     """A fact's summary with no model: each summary's first sentence (at most ``words`` words), joined."""
-    parts = []
-    for summary in summaries:
-        first = summary.strip().split(". ", 1)[0].rstrip(".")
-        cut = first.split()
-        parts.append(" ".join(cut[:words]) + (" …" if len(cut) > words else ""))
+    first = ExtractiveSummarizer(max_words=words)
+    parts = (first.summarize("", summary).rstrip(".") for summary in summaries)
     return "; ".join(part for part in parts if part) + "."
 
 

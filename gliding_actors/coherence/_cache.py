@@ -64,6 +64,7 @@ from gliding_actors.coherence._states import (
     S,
 )
 from gliding_actors.errors import ConflictError, InvalidInput, PermissionDenied, StorageError, show
+from gliding_actors.l0 import is_importance
 from gliding_actors.l2._permissions import DEFAULT_GRAPH
 
 __all__ = ["CacheController"]
@@ -752,7 +753,7 @@ def _check_request(msg: Any) -> Msg:
     if kind in (m.STORE, m.CAS):
         importance = msg.get("importance")
         if importance is not None:
-            if isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0 <= importance <= 1:
+            if not is_importance(importance):
                 raise InvalidInput(
                     f"{kind}: 'importance' must be a number in [0, 1], not {show(importance)}", path=("importance",)
                 )

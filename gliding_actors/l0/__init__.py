@@ -9,7 +9,7 @@ of the memory calls the same instance, which orders them itself, and readers
 use it from any thread.
 """
 
-from gliding_actors.l0._entry import MESI_STATES, L0Entry, importance_of
+from gliding_actors.l0._entry import MESI_STATES, L0Entry, importance_of, is_importance
 from gliding_actors.l0._keys import FORMAT_VERSION, SHARDS_DIR, is_valid_iri, is_valid_label
 from gliding_actors.l0._store import UNSET, L0Store
 
@@ -21,6 +21,7 @@ __all__ = [
     "L0Entry",
     "L0Store",
     "importance_of",
+    "is_importance",
     "is_valid_iri",
     "is_valid_label",
 ]

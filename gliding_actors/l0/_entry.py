@@ -283,10 +283,13 @@ def check_record_fields(arr: list[Any]) -> str | None:
     return None
 
 
+def is_importance(raw: object) -> bool:
+    """Whether ``raw`` is an importance: a number (not a boolean) in [0, 1]; NaN is not."""
+    return isinstance(raw, (int, float)) and not isinstance(raw, bool) and 0.0 <= raw <= 1.0
+
+
 def importance_of(value: Mapping[str, Any] | None, default: float = 0.5) -> float:
     """A node's importance when no writer gave one: its own ``importance`` key when a number in
     [0, 1], else ``default`` (what L0, the graph and search agree a line's importance is)."""
     raw = None if value is None else value.get("importance")
-    if isinstance(raw, (int, float)) and not isinstance(raw, bool) and 0.0 <= raw <= 1.0:
-        return float(raw)
-    return default
+    return float(raw) if is_importance(raw) else default  # type: ignore[arg-type]

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, Self
 import pyoxigraph as ox
 
 from gliding_actors.errors import InvalidInput, PermissionDenied, StorageError, show
+from gliding_actors.l0 import is_importance
 from gliding_actors.l2._jsonld import (
     GRAPH_BASE,
     VOCAB,
@@ -411,9 +412,7 @@ class GraphStore:
         if type(version) is not int or version < 0:
             raise InvalidInput(f"version must be an int >= 0, not {show(version)}", path=("version",))
         kept_tags = _tags(tags)
-        if importance is not None and (
-            isinstance(importance, bool) or not isinstance(importance, (int, float)) or not 0 <= importance <= 1
-        ):
+        if importance is not None and not is_importance(importance):
             raise InvalidInput(f"importance is None or a number in [0, 1], not {show(importance)}", path=("importance",))
         old = self._nodes.get(iri)
         if old is not None and version < old.version:

@@ -31,6 +31,7 @@ import threading
 from typing import Any
 
 from gliding_actors.errors import GlidingError, InvalidInput, show
+from gliding_actors.l0 import is_importance
 from gliding_actors.l2._graph import GraphStore
 from gliding_actors.runtime import Context
 
@@ -135,7 +136,7 @@ def _checked(nodes: Any) -> list[GraphPut]:
             and type(put[3]) is int
             and isinstance(put[4], list)
             and all(isinstance(tag, str) for tag in put[4])
-            and (put[5] is None or (type(put[5]) in (int, float) and 0 <= put[5] <= 1))
+            and (put[5] is None or is_importance(put[5]))
         )
         if not ok:
             raise InvalidInput(

@@ -20,7 +20,7 @@ import math
 import re
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import pyoxigraph as ox
 
@@ -34,6 +34,7 @@ __all__ = [
     "default_context",
     "described_elsewhere",
     "graph_iri",
+    "graph_name_of",
     "to_quads",
     "triples_to_jsonld",
 ]
@@ -82,6 +83,14 @@ def graph_iri(name: str) -> str:
             path=("graph",),
         )
     return GRAPH_BASE + quote(name, safe="")
+
+
+def graph_name_of(iri: str) -> str:
+    """The name of the named graph whose IRI is ``iri`` (:func:`graph_iri`'s inverse); InvalidInput
+    for an IRI outside the memory's graphs."""
+    if not iri.startswith(GRAPH_BASE) or len(iri) == len(GRAPH_BASE):
+        raise InvalidInput(f"named graph {show(iri)} is not one of this memory's (they start with {GRAPH_BASE})")
+    return unquote(iri[len(GRAPH_BASE) :])
 
 
 class _Missing:

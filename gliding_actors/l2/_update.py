@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
-from urllib.parse import unquote
 
 import pyoxigraph as ox
 
@@ -32,9 +31,9 @@ from gliding_actors.errors import InvalidInput, show
 from gliding_actors.l2._graph import GraphStore, prefixes_for, refuse_network
 from gliding_actors.l2._jsonld import (
     GENID_BASE,
-    GRAPH_BASE,
     compact_vocab,
     graph_iri,
+    graph_name_of,
     json_object_of,
     to_quads,
 )
@@ -74,9 +73,9 @@ def check_update(sparql: object) -> str:
 
 def _graph_name(node: ox.NamedNode | ox.BlankNode | ox.DefaultGraph) -> str:
     """The memory's name of named graph ``node`` (InvalidInput for an IRI that names none)."""
-    if type(node) is ox.NamedNode and node.value.startswith(GRAPH_BASE):
-        name = unquote(node.value[len(GRAPH_BASE) :])
+    if type(node) is ox.NamedNode:
         try:
+            name = graph_name_of(node.value)
             if graph_iri(name) == node.value:
                 return name
         except InvalidInput:
@@ -97,10 +96,11 @@ def plan_update(
     ``value_of(iri)``: the line's current value and graph as the caller reads
     it (None, None for a line nobody wrote; None, graph for a deleted one).
     ``default_graph``: where a new line whose statements went to the default
-    graph is created. Call it with every dirty line recalled, under no lock:
-    it copies what it needs from the graph store first.
+    graph is created. Call it after :func:`check_update` (before the recall, so a refused text
+    moves nothing), with every dirty line recalled, under no lock: it copies what it needs from
+    the graph store first.
     """
-    check_update(sparql)
+    refuse_network(sparql, ("SERVICE", "LOAD"))  # the scratch store never reaches the network
     before: set[ox.Quad] = set()
     owner: dict[ox.Quad, str] = {}
     for name in readable:
