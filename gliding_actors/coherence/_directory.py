@@ -169,6 +169,20 @@ class DirectoryController:
             return {"directory": D_I, "owner": None, "sharers": []}
         return {"directory": line.state, "owner": line.owner, "sharers": sorted(line.sharers)}
 
+    def l0_state(self, iri: str) -> str:
+        """The line's state as L0 records it (``L0Entry.mesi_state``): the directory's view, in MESI letters.
+
+        ``I``: no cache holds the line. ``S``: caches hold read-only copies of
+        the version home holds (``S_D`` too: the old owner is turning into a
+        sharer). ``M``: one cache owns the line and may write newer versions
+        before home hears of them; the directory cannot tell E from M (E→M is
+        silent), so it never records ``E``.
+        """
+        line = self._lines.get(iri)
+        if line is None or line.state == D_I:
+            return "I"
+        return "M" if line.state == D_EM else "S"
+
     def lines(self) -> list[str]:
         """IRIs this directory currently tracks (not I, or with requests waiting), sorted."""
         return sorted(self._lines)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, TypedDict
 
 from gliding_actors.coherence._messages import Meta, Msg, Value
@@ -130,6 +131,9 @@ class LayeredHome:
         #: took: kept here, beside ``caches``, so a directory that dies during a census
         #: hands them to the next (see ``DirectoryActor``)
         self.census_carry = CensusCarry()
+        #: the directory's MESI state of a line, recorded in each entry written down
+        #: (``L0Entry.mesi_state``); bound by the directory hosting this home
+        self.state_of: Callable[[str], str] = _nobody_holds
 
     @property
     def capacity(self) -> int | None:
@@ -260,7 +264,7 @@ class LayeredHome:
             if value is None:
                 tombstones.append((iri, version))
             else:
-                entries.append(entry_of_line(iri, value, version, meta))
+                entries.append(entry_of_line(iri, value, version, meta, mesi_state=self.state_of(iri)))
         for n, (iri, version) in enumerate(tombstones):
             last = not entries and n == len(tombstones) - 1
             self._l0.delete(iri, version=version, sync=sync and last)
@@ -367,7 +371,11 @@ def meta_of_entry(entry: L0Entry) -> Meta:
     return meta
 
 
-def entry_of_line(iri: str, value: dict[str, Any], version: int, meta: Meta) -> L0Entry:
+def _nobody_holds(_iri: str) -> str:
+    return "I"
+
+
+def entry_of_line(iri: str, value: dict[str, Any], version: int, meta: Meta, *, mesi_state: str = "I") -> L0Entry:
     """The L0 entry of a line's version: tags, graph, importance and expiry from its meta."""
     meta = meta or {}
     expires = meta.get("expires")
@@ -379,4 +387,5 @@ def entry_of_line(iri: str, value: dict[str, Any], version: int, meta: Meta) -> 
         named_graph=meta.get("graph"),
         metadata={} if expires is None else {EXPIRES_AT: expires},
         version=version,
+        mesi_state=mesi_state,
     )

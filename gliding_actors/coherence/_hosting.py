@@ -361,6 +361,7 @@ class DirectoryActor:
         #: messages sent by kind, for MemorySystem.stats()
         self._tally = tally if tally is not None else ActorTally()
         self.controller = DirectoryController(name, home)
+        home.state_of = self.controller.l0_state  # a recovered directory's controller takes over
         #: recall id -> (reply token, then-flush?)
         self._waiting: dict[int, tuple[ReplyToken, bool, list[str] | None]] = {}
         #: the caches to take a census of on start (None: a new directory, nothing to rebuild)
