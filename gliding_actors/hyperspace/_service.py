@@ -159,7 +159,7 @@ class HyperspaceService:
     def on_event(self, iri: str, version: int, agent: str | None) -> None:
         """A ``line.changed`` event (on the actor): index what is home, warm what is not."""
         self._recorded(iri, version, False)
-        self.catch_up(strict=False)
+        self.catch_up(strict=False, only=iri)
         with self._lock:
             waiting = self.pending.get(iri)
         if waiting is not None and agent is not None:
@@ -172,19 +172,28 @@ class HyperspaceService:
                     elif (text := node_text(value)).strip():
                         self._queue_embedding([(None, _digest(text), text)])
 
-    def catch_up(self, *, strict: bool = True) -> int:
+    def catch_up(self, *, strict: bool = True, only: str | None = None) -> int:
         """Index every pending line whose home copy is new enough; returns how many changed.
 
         ``strict`` (a search, after its recall): an embedding failure is
         raised, so a search never answers from an index missing a completed
         write; the line stays pending. Otherwise (an event) it waits for the
         next catch-up.
+
+        ``only`` (an event): look at that line alone. The other pending lines
+        are still in their writers' caches as far as this actor knows, and a
+        search recalls them before its own catch-up; checking each of them on
+        every event would make a write cost as much as the backlog.
         """
         memory = self._memory
         self._install_embedded()
         with self._lock:
-            todo = dict(self.pending)
-            l0_todo = set(self._pending_l0)
+            if only is None:
+                todo = dict(self.pending)
+                l0_todo = set(self._pending_l0)
+            else:
+                todo = {only: self.pending[only]} if only in self.pending else {}
+                l0_todo = set()
         changed = 0
         failure: EmbeddingError | None = None
         for iri, wanted in sorted(todo.items()):
@@ -200,7 +209,7 @@ class HyperspaceService:
             with self._lock:
                 if self.pending.get(iri) == wanted:
                     del self.pending[iri]
-        for iri in self._new_archives() | l0_todo:
+        for iri in (self._new_archives() if only is None else set()) | l0_todo:
             entry = memory.l0.retrieve(iri, touch=False)
             copy = None if entry is None else (searchable(entry.content), entry.version, list(entry.tags), entry.named_graph or "")
             try:
