@@ -71,13 +71,16 @@ class BM25Index:
             return {}
         avgdl = self._total / n if self._total else 1.0
         k1, b = self.k1, self.b
+        k1_plus_1, one_minus_b = k1 + 1.0, 1.0 - b
+        lengths = self._lengths
         out: dict[str, float] = {}
+        get = out.get
         for term, qtf in Counter(tokens).items():
             posting = self._postings.get(term)
             if not posting:
                 continue
-            idf = self.idf(term)
+            weight = qtf * self.idf(term)
+            # The textbook formula, evaluated in the same order as written out (the same floats).
             for doc, tf in posting.items():
-                norm = k1 * (1.0 - b + b * self._lengths[doc] / avgdl)
-                out[doc] = out.get(doc, 0.0) + qtf * idf * tf * (k1 + 1.0) / (tf + norm)
+                out[doc] = get(doc, 0.0) + weight * tf * k1_plus_1 / (tf + k1 * (one_minus_b + b * lengths[doc] / avgdl))
         return out

@@ -81,6 +81,14 @@ class SearchFilters:
     min_importance: float | None = None
     max_importance: float | None = None
 
+    @property
+    def restricts(self) -> bool:
+        """Whether these filters list the documents they allow (``tags_should`` only reorders)."""
+        return bool(
+            self.tags_must or self.tags_not or self.types or self.graph is not None
+            or self.min_importance is not None or self.max_importance is not None
+        )
+
 
 def _str_list(raw: Any, where: str) -> tuple[str, ...]:
     if raw is None:
@@ -423,13 +431,26 @@ class HyperspaceEngine:
         return sorted(self._by_graph)
 
     # -- filters ----------------------------------------------------------------------------
+    def readable_set(self, graphs: Iterable[str] | None) -> set[str] | None:
+        """The graphs of ``graphs`` that hold documents, or None when that is every such graph."""
+        if graphs is None:
+            return None
+        readable = set(graphs)
+        return None if readable.issuperset(self._by_graph) else readable & self._by_graph.keys()
+
+    def _narrow(self, readable: set[str]) -> bool:
+        """Whether the documents of ``readable`` are few enough to list (a quarter of all at most,
+        and no more than an exact vector pass takes): a predicate over a wide set costs less, and
+        the vector index asks its forest wider when a predicate eats its answers."""
+        count = sum(len(self._by_graph[g]) for g in readable)
+        return count * 4 <= len(self.docs) and count <= self.config.exact_limit
+
     def candidates(self, filters: SearchFilters, graphs: Iterable[str] | None) -> set[str] | None:
         """The documents passing ``filters`` in ``graphs`` (None: every graph); None = every document."""
         sets: list[set[str]] = []
-        if graphs is not None:
-            readable = set(graphs)
-            if not readable.issuperset(self._by_graph):
-                sets.append(set[str]().union(*(self._by_graph.get(g, ()) for g in readable)))
+        readable = self.readable_set(graphs)
+        if readable is not None:
+            sets.append(set[str]().union(*(self._by_graph[g] for g in readable)))
         if filters.graph is not None:
             sets.append(self._by_graph.get(filters.graph, set()))
         for tag in filters.tags_must:
@@ -480,15 +501,29 @@ class HyperspaceEngine:
         filters = filters or SearchFilters()
         if k <= 0 or not self.docs:
             return []
-        allow = self.candidates(filters, graphs)
+        # The graphs a role may read restrict by a document's graph. Listed as an allow-list only
+        # when they are narrow or other filters list documents anyway; otherwise each ranking asks
+        # the predicate about the few documents it would return, so a search does not walk the
+        # corpus (nor call ``visible`` on every document) to learn what it may show.
+        readable = self.readable_set(graphs)
+        if readable is not None and (filters.restricts or self._narrow(readable)):
+            allow = self.candidates(filters, readable)
+            readable = None
+        else:
+            allow = self.candidates(filters, None)
         if allow is not None and visible is not None:
-            allow = {i for i in allow if visible(i)}
-            visible = None  # ``allow`` holds only visible nodes now: asking again per ranking only cost time
+            allow = {i for i in allow if visible(i)}  # listed anyway: check each once, not per ranking
+            visible = None
         if allow is not None and not allow:
             return []
+        docs = self.docs
 
         def ok(iri: str) -> bool:
-            return (allow is None or iri in allow) and (visible is None or visible(iri))
+            return (
+                (allow is None or iri in allow)
+                and (readable is None or docs[iri].graph in readable)
+                and (visible is None or visible(iri))
+            )
 
         c = self.config
         depth = max(4 * k, 50)
@@ -496,8 +531,7 @@ class HyperspaceEngine:
         if text.strip():
             rankings.append(self._text_ranking(text, depth, allow, ok))
             lexical = _Ranked("lexical", c.w_lexical)
-            scored = self.bm25.scores(words(text))
-            lexical.items = _top([(i, s) for i, s in scored.items() if s > 0 and ok(i)], depth)
+            lexical.items = top_passing(self.bm25.scores(words(text)), depth, ok)
             rankings.append(lexical)
         if filters.tags_should:
             should = _Ranked("tags", c.w_tags)
@@ -516,8 +550,7 @@ class HyperspaceEngine:
                 return []  # a text that matches nothing finds nothing (no filler ranked above real hits)
             # no text and no preference: the filtered set by importance, then IRI
             pool = list(self.docs) if allow is None else list(allow)
-            plain = [(i, self.importance(i)) for i in pool if ok(i)]
-            return _top(plain, k)
+            return top_passing({i: self.importance(i) for i in pool}, k, ok, positive=False)
         structural = self._structure_ranking(text, filters, rankings, ok, depth)
         if structural is not None:
             rankings.append(structural)
@@ -667,6 +700,45 @@ def _discard(index: dict[str, set[str]], key: str, iri: str) -> None:
 
 def _top(items: list[tuple[str, float]], k: int) -> list[tuple[str, float]]:
     return sorted(items, key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def top_passing(
+    scores: Mapping[str, float], k: int, ok: Callable[[str], bool], *, positive: bool = True
+) -> list[tuple[str, float]]:
+    """The ``k`` best ``(iri, score)`` of ``scores`` that ``ok`` passes (and score above 0 when
+    ``positive``), best first, ties by IRI: what ``_top`` over the passing items gives.
+
+    Selects instead of sorting the whole map: the ``m`` highest scores (every item tied with
+    the ``m``-th included, so the answer does not depend on the map's order) by a partial sort,
+    then ``ok`` on those only; ``m`` grows fourfold while the filter leaves fewer than ``k``.
+    """
+    if k <= 0 or not scores:
+        return []
+    iris = list(scores)
+    values = np.fromiter(scores.values(), dtype=np.float64, count=len(iris))
+    if positive:
+        keep = np.flatnonzero(values > 0)
+        if len(keep) < len(iris):
+            iris = [iris[i] for i in keep.tolist()]
+            values = values[keep]
+    n = len(iris)
+    m = min(n, max(2 * k, 64))
+    while True:
+        if m >= n:
+            chosen: Iterable[int] = range(n)
+        else:
+            cut = float(np.partition(values, n - m)[n - m])  # the m-th highest score
+            chosen = np.flatnonzero(values >= cut).tolist()
+        ranked = sorted(((iris[i], float(values[i])) for i in chosen), key=lambda kv: (-kv[1], kv[0]))
+        passing: list[tuple[str, float]] = []
+        for kv in ranked:  # ``ok`` only until k pass: a crowd tied at the cut is sorted, not asked
+            if ok(kv[0]):
+                passing.append(kv)
+                if len(passing) == k:
+                    return passing
+        if m >= n:
+            return passing
+        m = min(n, m * 4)
 
 
 def _best_fused(rankings: list[_Ranked], how: str, rrf_k: int) -> float:

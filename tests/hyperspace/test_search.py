@@ -247,3 +247,54 @@ def test_search_scenario_replays_under_fifty_seeds() -> None:
     for seed in range(50):
         result = load_and_replay(path, seed=seed)
         assert result.ok, (seed, result.failure)
+
+
+@settings(max_examples=200)
+@given(
+    scores=st.dictionaries(
+        st.text("abcdef", min_size=1, max_size=3), st.sampled_from([-1.0, 0.0, 0.25, 0.5, 0.5, 1.0, 2.0]), max_size=60
+    ),
+    k=st.integers(0, 12),
+    hidden=st.sets(st.text("abcdef", min_size=1, max_size=3)),
+    positive=st.booleans(),
+)
+def test_property_top_passing_is_the_sorted_prefix_of_the_passing_items(
+    scores: dict[str, float], k: int, hidden: set[str], positive: bool
+) -> None:
+    """The bounded selection answers exactly what sorting every passing item would, ties by IRI included."""
+    from gliding_actors.hyperspace._engine import top_passing
+
+    passing = [(i, s) for i, s in scores.items() if i not in hidden and (s > 0 or not positive)]
+    expected = sorted(passing, key=lambda kv: (-kv[1], kv[0]))[:k]
+    assert top_passing(scores, k, lambda iri: iri not in hidden, positive=positive) == expected
+
+
+@pytest.mark.parametrize("readable", [["plan"], ["review", "decision"]])
+def test_a_search_asks_about_the_documents_it_would_show_not_the_corpus(readable: list[str]) -> None:
+    """Permissions cost per result, not per document: a wide readable set is a predicate asked of
+    each ranking's best few, a narrow one a list of its graphs' documents (each asked once)."""
+    from gliding_actors.config import Config
+    from gliding_actors.hyperspace._embedders import EmbedderChain, HashEmbedder
+    from gliding_actors.hyperspace._engine import HyperspaceEngine
+
+    config = Config().hyperspace
+    engine = HyperspaceEngine(config, EmbedderChain([HashEmbedder(config.hash_dim)]))
+    for n in range(2_000):
+        graph = "plan" if n < 40 else ["review", "decision", "shared"][n % 3]
+        engine.upsert(f"n:{n}", {"summary": f"the token cache note number {n}"}, version=1, graph=graph)
+    for index in engine.spaces.values():
+        index.rebuild()  # the service keeps the exact delta small the same way
+    asked: list[str] = []
+
+    def visible(iri: str) -> bool:
+        asked.append(iri)
+        return not iri.endswith("7")  # say the registry moved these elsewhere
+
+    hits = engine.search("token cache note", 10, graphs=readable, visible=visible)
+    assert len(hits) == 10
+    assert all(engine.docs[i].graph in readable and not i.endswith("7") for i, _ in hits)
+    in_readable = sum(1 for d in engine.docs.values() if d.graph in readable)
+    if readable == ["plan"]:
+        assert sorted(asked) == sorted(i for i, d in engine.docs.items() if d.graph == "plan")
+    else:
+        assert len(asked) < in_readable / 4  # far fewer than the documents the role may read
