@@ -130,9 +130,11 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help=(
-            "context (required), all: a LoCoMo-format file. LoCoMo is not shipped (CC BY-NC 4.0, evaluation only):"
+            "context and scale (required), all: a LoCoMo-format file. LoCoMo is not shipped (CC BY-NC 4.0, evaluation only):"
             " download data/locomo10.json from https://github.com/snap-research/locomo (Maharana et al., ACL 2024,"
-            " arXiv:2402.17753); without it bench all skips the context entries"
+            " arXiv:2402.17753); without it bench all skips the context entries. bench scale is not part of"
+            " bench all: it fills memories of 1,000 and 50,000 lines and sessions of 100 and 10,000 turns"
+            " (minutes; --quick: 200/2,000 lines, 50/500 turns)"
         ),
     )
     bench.add_argument("--agents", type=int, default=None, metavar="N", help="profile: agents of the team workload")

@@ -30,6 +30,8 @@ SUITES: dict[str, str] = {
     "reliability": "gliding_actors.bench._reliability",
     "tokens": "gliding_actors.bench._tokens",
     "replay": "gliding_actors.bench._replay",
+    # needs LoCoMo text (--data FILE); minutes at full size: lines 1k and 50k, turns 100 and 10k
+    "scale": "gliding_actors.bench._scale",
     "profile": "gliding_actors.bench._profile",
     # needs the ray extra: a two-node Ray cluster on 127.0.0.1 (docs/SCALING.md)
     "scaling": "gliding_actors.bench._scaling",
