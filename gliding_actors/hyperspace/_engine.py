@@ -3,7 +3,7 @@
 Plain code — no actor, no thread, no clock. :class:`HyperspaceEngine` keeps
 one :class:`Doc` per indexed node (a line or an L0-only node such as an L1
 archive), a :class:`~gliding_actors.hyperspace._index.VectorIndex` per vector
-space, a BM25 index, tag / graph / type inverted sets for the filters, and
+space, a BM25 keyword index (:mod:`~gliding_actors.hyperspace._keywords`), tag / graph / type inverted sets for the filters, and
 (optionally) a Poincaré model of the type hierarchy.
 
 A search ranks the documents that pass the filters three ways —
@@ -31,16 +31,17 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgpack
 import numpy as np
 
 from gliding_actors.errors import EmbeddingError, InvalidInput, show
-from gliding_actors.hyperspace._bm25 import BM25Index
 from gliding_actors.hyperspace._embedders import EmbedderChain, Matrix
 from gliding_actors.hyperspace._importance import ImportanceRule, Use
 from gliding_actors.hyperspace._index import VectorIndex
+from gliding_actors.hyperspace._keywords import KeywordIndex
 from gliding_actors.hyperspace._text import node_text, node_types, words
 from gliding_actors.l0 import importance_of
 
@@ -187,7 +188,12 @@ class HyperspaceEngine:
     the hyperspace actor owns it; only the indexes' own locks let a rebuild thread install."""
 
     def __init__(
-        self, config: HyperspaceConfig, chain: EmbedderChain, clock: Callable[[], float] | None = None
+        self,
+        config: HyperspaceConfig,
+        chain: EmbedderChain,
+        clock: Callable[[], float] | None = None,
+        *,
+        keyword_path: Path | None = None,
     ) -> None:
         self.config = config
         self.chain = chain
@@ -198,7 +204,8 @@ class HyperspaceEngine:
         self.uses: dict[str, Use] = {}
         self.docs: dict[str, Doc] = {}
         self.spaces: dict[str, VectorIndex] = {}
-        self.bm25 = BM25Index()
+        #: BM25 over the documents' words (tantivy under ``keyword_path``, in memory when None)
+        self.keywords = KeywordIndex(keyword_path)
         self._by_tag: dict[str, set[str]] = {}
         self._by_graph: dict[str, set[str]] = {}
         self._by_type: dict[str, set[str]] = {}
@@ -315,7 +322,7 @@ class HyperspaceEngine:
         use = self.uses.get(iri)
         self.uses[iri] = Use(0 if use is None else use.count, self._now())  # a write is a use: idle from now
         self._link(doc)
-        self.bm25.add(iri, words(text))
+        self.keywords.add(iri, words(text))
         self.waiting.pop(iri, None)
         self._new_waiting.pop(iri, None)
         if text.strip() and not space:
@@ -404,7 +411,7 @@ class HyperspaceEngine:
             return False
         self._unlink(iri)
         del self.docs[iri]
-        self.bm25.remove(iri)
+        self.keywords.remove(iri)
         for index in self.spaces.values():
             index.remove(iri)
         return True
@@ -517,13 +524,17 @@ class HyperspaceEngine:
         if allow is not None and not allow:
             return []
         docs = self.docs
+        verdicts: dict[str, bool] = {}  # each ranking asks about its own best few; a document is asked once
 
         def ok(iri: str) -> bool:
-            return (
-                (allow is None or iri in allow)
-                and (readable is None or docs[iri].graph in readable)
-                and (visible is None or visible(iri))
-            )
+            verdict = verdicts.get(iri)
+            if verdict is None:
+                verdict = verdicts[iri] = (
+                    (allow is None or iri in allow)
+                    and (readable is None or docs[iri].graph in readable)
+                    and (visible is None or visible(iri))
+                )
+            return verdict
 
         c = self.config
         depth = max(4 * k, 50)
@@ -531,7 +542,7 @@ class HyperspaceEngine:
         if text.strip():
             rankings.append(self._text_ranking(text, depth, allow, ok))
             lexical = _Ranked("lexical", c.w_lexical)
-            lexical.items = top_passing(self.bm25.scores(words(text)), depth, ok)
+            lexical.items = self.keywords.top(words(text), depth, ok)
             rankings.append(lexical)
         if filters.tags_should:
             should = _Ranked("tags", c.w_tags)
@@ -638,18 +649,30 @@ class HyperspaceEngine:
 
     # -- persistence --------------------------------------------------------------------------
     def dump_docs(self) -> bytes:
-        packed: bytes = msgpack.packb([d.to_plain() for d in self.docs.values()], use_bin_type=True)
+        """The documents and the keyword index's state (committed first: the two describe one moment)."""
+        packed: bytes = msgpack.packb(
+            {"docs": [d.to_plain() for d in self.docs.values()], "keywords": self.keywords.state()},
+            use_bin_type=True,
+        )
         return packed
 
-    def load_docs(self, data: bytes) -> None:
-        """Restore documents (the vector spaces are loaded separately); rebuilds BM25 and the sets."""
-        for row in msgpack.unpackb(data, raw=False):
+    def load_docs(self, data: bytes) -> bool:
+        """Restore documents (the vector spaces are loaded separately) and the filters' sets; True when
+        the keyword index on disk is the one saved with them, else it is rebuilt from their texts."""
+        saved = msgpack.unpackb(data, raw=False)
+        rows, keywords = (saved, None) if isinstance(saved, list) else (saved["docs"], saved.get("keywords"))
+        for row in rows:
             doc = Doc.from_plain(row)
             self.docs[doc.iri] = doc
             self._link(doc)
-            self.bm25.add(doc.iri, words(doc.text))
             if doc.text.strip() and not doc.space:  # saved while it waited for its vector
                 self.waiting[doc.iri] = self._new_waiting[doc.iri] = doc.text_hash
+        docs = self.docs
+        return self.keywords.adopt(keywords, lambda: ((iri, words(d.text)) for iri, d in docs.items()))
+
+    def close(self) -> None:
+        """Let go of the files this engine holds open (the keyword index's writer)."""
+        self.keywords.close()
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -50,6 +50,7 @@ from gliding_actors.errors import EmbeddingError, GlidingError, InvalidInput, Ti
 from gliding_actors.hyperspace._embedders import EmbedderChain
 from gliding_actors.hyperspace._engine import HyperspaceEngine, _digest, embed_batch, parse_filters
 from gliding_actors.hyperspace._index import build_forest
+from gliding_actors.hyperspace._keywords import KeywordIndex
 from gliding_actors.hyperspace._text import node_text
 from gliding_actors.l1._archive import ARCHIVE_GRAPH, ARCHIVE_PREFIX, is_archive_iri, searchable
 from gliding_actors.runtime import ChainedFuture, Context, Future
@@ -82,8 +83,10 @@ class HyperspaceService:
     def __init__(self, memory: MemoryPorts) -> None:
         self._memory = memory
         self.config = memory.config.hyperspace
-        self.engine = HyperspaceEngine(self.config, EmbedderChain.from_config(self.config), memory.runtime.clock.now)
         self.path = Path(memory.path) / _DIR
+        self.engine = HyperspaceEngine(
+            self.config, EmbedderChain.from_config(self.config), memory.runtime.clock.now, keyword_path=self._keyword_dir
+        )
         self._lock = threading.Lock()
         #: iri -> newest version the registry recorded and the engine has not indexed yet
         self.pending: dict[str, int] = {}
@@ -122,6 +125,9 @@ class HyperspaceService:
         self.rebuild_errors: list[str] = []
         #: searches answered (MemorySystem.stats(); written by the hyperspace actor only)
         self.searches = 0
+        #: what the open did with the keyword index on disk: ``new`` (nothing saved), ``reused``
+        #: (the files the documents were saved with) or ``rebuilt`` (from the documents' texts)
+        self.keyword_index = "new"
 
     @classmethod
     def start(cls, memory: MemoryPorts) -> HyperspaceService:
@@ -512,6 +518,10 @@ class HyperspaceService:
         done.wait(timeout)
 
     # -- persistence ---------------------------------------------------------------------------
+    @property
+    def _keyword_dir(self) -> Path:
+        return self.path / "keywords"
+
     def _space_dir(self, name: str) -> Path:
         return self.path / "spaces" / urllib.parse.quote(name, safe="")
 
@@ -540,7 +550,8 @@ class HyperspaceService:
             for name, dim in manifest.items():
                 index = self.engine.space(str(name), int(dim))
                 index.load(self._space_dir(str(name)))
-            self.engine.load_docs(docs_file.read_bytes())
+            reused = self.engine.load_docs(docs_file.read_bytes())
+            self.keyword_index = "reused" if reused else "rebuilt"
             structure = self.path / "structure.bin"
             if structure.is_file():
                 from gliding_actors.hyperspace._poincare import PoincareEmbedding
@@ -548,7 +559,12 @@ class HyperspaceService:
                 self.engine.structure = PoincareEmbedding.from_bytes(structure.read_bytes())
         except (GlidingError, OSError, ValueError, TypeError, KeyError, msgpack.UnpackException):
             # a damaged save is not the truth (L0 is): start empty and re-index
-            self.engine = HyperspaceEngine(self.config, self.engine.chain, self._memory.runtime.clock.now)
+            chain = self.engine.chain
+            self.engine.close()
+            KeywordIndex.wipe(self._keyword_dir)
+            self.engine = HyperspaceEngine(
+                self.config, chain, self._memory.runtime.clock.now, keyword_path=self._keyword_dir
+            )
 
     def _reconcile(self) -> None:
         """Make the loaded engine agree with what the memory holds: changed or new
@@ -606,6 +622,7 @@ class HyperspaceService:
                 self.save()
             except (OSError, GlidingError) as exc:  # the next open re-indexes from L0
                 self.rebuild_errors.append(f"save: {exc}")
+        self.engine.close()
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
@@ -615,6 +632,7 @@ class HyperspaceService:
             "pending": pending,
             "rebuild_errors": list(self.rebuild_errors),
             "searches": self.searches,
+            "keyword_index": self.keyword_index,
         }
 
 

@@ -241,12 +241,12 @@ def test_openai_malformed_answer_is_typed_and_indexes_nothing(server: _server.Em
     config = Config().hyperspace
     engine = HyperspaceEngine(config, EmbedderChain([client]))
     engine.upsert("n:kept", {"summary": "indexed before"}, version=1, graph="shared")
-    before = (dict(engine.docs), len(engine.bm25), {n: len(i) for n, i in engine.spaces.items()})
+    before = (dict(engine.docs), len(engine.keywords), {n: len(i) for n, i in engine.spaces.items()})
     server.script = [lambda _i: (200, body if b"index" not in body else body.replace(b'"index": 1', b'"index": 7'))]
     with pytest.raises(EmbeddingError, match="malformed"):
         engine.upsert("n:a", {"summary": "two texts"}, version=1, graph="shared")
-    assert (dict(engine.docs), len(engine.bm25), {n: len(i) for n, i in engine.spaces.items()}) == before
-    assert "n:a" not in engine.bm25
+    assert (dict(engine.docs), len(engine.keywords), {n: len(i) for n, i in engine.spaces.items()}) == before
+    assert "n:a" not in engine.keywords
 
 
 def test_openai_failure_falls_back_to_hash_and_records_it(server: _server.EmbeddingServer) -> None:

@@ -1,0 +1,135 @@
+"""The keyword index: BM25 on tantivy plus an exact delta, against the formula, across commits and reopens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gliding_actors.hyperspace._bm25 import BM25Index
+from gliding_actors.hyperspace._keywords import KeywordIndex
+
+WORDS = ["jwt", "key", "rotation", "cache", "token", "dashboard", "colour", "the", "a", "plan"]
+
+
+def always(_doc: str) -> bool:
+    return True
+
+
+def exact_top(docs: dict[str, list[str]], query: list[str], k: int) -> list[str]:
+    """The formula's answer: every scored document sorted (the index this one replaced)."""
+    reference = BM25Index()
+    for doc, tokens in docs.items():
+        reference.add(doc, tokens)
+    ranked = sorted(((d, s) for d, s in reference.scores(query).items() if s > 0), key=lambda kv: (-kv[1], kv[0]))
+    return [d for d, _ in ranked[:k]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    docs=st.dictionaries(
+        st.text("abcdefgh", min_size=1, max_size=3).map(lambda s: f"d:{s}"),
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=12),
+        min_size=1,
+        max_size=40,
+    ),
+    query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
+    commit_after=st.sampled_from([1, 7, 1_000]),
+    removed=st.sets(st.text("abcdefgh", min_size=1, max_size=3).map(lambda s: f"d:{s}"), max_size=5),
+)
+def test_property_the_top_is_the_formulas_in_the_delta_and_after_commits(
+    docs: dict[str, list[str]], query: list[str], commit_after: int, removed: set[str]
+) -> None:
+    """Short documents (tantivy stores their lengths exactly): the same documents in the same order as
+    scoring every document with the formula, whether they sit in the delta or were committed."""
+    index = KeywordIndex(None, commit_after=commit_after)
+    for doc, tokens in docs.items():
+        index.add(doc, tokens)
+    for doc in removed:
+        index.remove(doc)
+    live = {d: t for d, t in docs.items() if d not in removed}
+    k = 5
+    if commit_after == 1_000:  # all in the delta: scored by the formula itself
+        assert [d for d, _ in index.top(query, k, always)] == exact_top(live, query, k)
+    index.commit()
+    got = [d for d, _ in index.top(query, k, always)]
+    assert got == exact_top(live, query, k)
+    index.close()
+
+
+def test_a_change_is_searchable_at_once_and_a_removal_gone_at_once() -> None:
+    index = KeywordIndex(None, commit_after=1_000)
+    index.add("d:1", ["jwt", "key", "rotation"])
+    index.add("d:2", ["dashboard", "colour"])
+    index.commit()
+    assert [d for d, _ in index.top(["jwt"], 5, always)] == ["d:1"]
+    index.add("d:1", ["lunch", "menu"])  # rewritten: the committed copy must not answer
+    assert index.top(["jwt"], 5, always) == []
+    assert [d for d, _ in index.top(["menu"], 5, always)] == ["d:1"]
+    assert index.remove("d:2") and index.top(["dashboard"], 5, always) == []
+    assert not index.remove("d:2")
+    index.commit()
+    assert index.top(["dashboard"], 5, always) == [] and [d for d, _ in index.top(["menu"], 5, always)] == ["d:1"]
+    assert len(index) == 1 and "d:1" in index and "d:2" not in index
+    index.close()
+
+
+def test_ok_filters_and_the_bulk_is_asked_wider_until_k_pass() -> None:
+    index = KeywordIndex(None, commit_after=10)
+    for n in range(300):
+        index.add(f"d:{n:03}", ["token"] * (1 + n % 9) + ["filler"] * (n % 5))
+    index.commit()
+    hidden = {f"d:{n:03}" for n in range(0, 300, 2)}
+    got = index.top(["token"], 20, lambda d: d not in hidden)
+    assert len(got) == 20 and not hidden & {d for d, _ in got}
+    everything = index.top(["token"], 300, always)
+    assert [kv for kv in everything if kv[0] not in hidden][:20] == got  # the passing prefix of the full order
+    index.close()
+
+
+def test_the_same_changes_give_the_same_scores() -> None:
+    def build() -> list[tuple[str, float]]:
+        index = KeywordIndex(None, commit_after=16)
+        for n in range(200):
+            index.add(f"d:{n}", [WORDS[(n * 7 + j) % len(WORDS)] for j in range(1 + n % 11)])
+            if n % 3 == 0:
+                index.remove(f"d:{n // 2}")
+        top = index.top(["jwt", "cache", "the"], 30, always)
+        index.close()
+        return top
+
+    assert build() == build()
+
+
+def test_a_reopen_uses_the_saved_index_and_a_stale_one_is_rebuilt(tmp_path: Path) -> None:
+    path = tmp_path / "keywords"
+    texts = {f"d:{n}": [WORDS[(n + j) % len(WORDS)] for j in range(1 + n % 6)] for n in range(100)}
+    index = KeywordIndex(path, commit_after=8)
+    for doc, tokens in texts.items():
+        index.add(doc, tokens)
+    state = index.state()  # commits: what follows is tantivy's answer
+    before = index.top(["jwt", "plan"], 10, always)
+    index.close()
+
+    again = KeywordIndex(path)
+    assert again.adopt(state, lambda: pytest.fail("a matching index is not rebuilt"))  # type: ignore[arg-type,return-value]
+    assert again.top(["jwt", "plan"], 10, always) == before and len(again) == 100
+    again.add("d:extra", ["jwt", "jwt", "plan"])  # committed later than the state: the files moved on
+    again.close()
+
+    third = KeywordIndex(path)
+    assert not third.adopt(state, texts)
+    assert third.top(["jwt", "plan"], 10, always) == before and "d:extra" not in third
+    third.close()
+
+
+def test_damaged_files_are_rebuilt_from_the_documents(tmp_path: Path) -> None:
+    path = tmp_path / "keywords"
+    path.mkdir()
+    (path / "meta.json").write_text("{ not json", encoding="utf-8")
+    index = KeywordIndex(path)
+    assert not index.adopt({"opstamp": 3, "lengths": {"d:1": 1}}, {"d:1": ["jwt"]})
+    assert [d for d, _ in index.top(["jwt"], 3, always)] == ["d:1"]
+    index.close()
