@@ -90,10 +90,8 @@ class HyperspaceService:
         self._lock = threading.Lock()
         #: iri -> newest version the registry recorded and the engine has not indexed yet
         self.pending: dict[str, int] = {}
-        #: L0-only nodes handed over with :meth:`notify`
+        #: L0-only nodes handed over with :meth:`notify` (L0 tells of every archived turn written)
         self._pending_l0: set[str] = set()
-        #: archive IRIs already indexed (they never change)
-        self._archives: set[str] = set()
         #: typed-node / subClassOf writes indexed since the Poincaré model was last brought up to date
         #: (a search retrains only from ``structure_refresh_after`` of them: see :meth:`refresh_structure`)
         self.structure_changes = 0
@@ -134,6 +132,9 @@ class HyperspaceService:
         """Load the saved engine, reconcile it with L0, spawn the actor, subscribe it (waits for the bus)."""
         service = cls(memory)
         service._load()
+        # archived turns are written straight to L0: it tells us of each one (from before the
+        # listing below, so none falls between), and no catch-up lists them all again
+        memory.l0.add_listener(ARCHIVE_PREFIX, service.notify)
         service._reconcile()
         if service.threaded:
             service._worker = threading.Thread(target=service._work, name="hyperspace-rebuild", daemon=True)
@@ -215,7 +216,7 @@ class HyperspaceService:
             with self._lock:
                 if self.pending.get(iri) == wanted:
                     del self.pending[iri]
-        for iri in (self._new_archives() if only is None else set()) | l0_todo:
+        for iri in sorted(l0_todo):
             entry = memory.l0.retrieve(iri, touch=False)
             copy = None if entry is None else (searchable(entry.content), entry.version, list(entry.tags), entry.named_graph or "")
             try:
@@ -225,8 +226,6 @@ class HyperspaceService:
                 continue
             with self._lock:
                 self._pending_l0.discard(iri)
-            if is_archive_iri(iri):
-                self._archives.add(iri)
         if self.deferred:
             self._queue_embedding(self.engine.take_new_waiting())
         elif self.engine.waiting and not self.lazy:  # saved while waiting for a worker, opened without one
@@ -365,9 +364,6 @@ class HyperspaceService:
         if doc.types or "subClassOf" in value:
             self.structure_changes += 1
         return 1
-
-    def _new_archives(self) -> set[str]:
-        return set(self._memory.l0.query_iris(prefix=ARCHIVE_PREFIX)) - self._archives
 
     # -- structure (the Poincaré model of the type hierarchy) ----------------------------------
     def refresh_structure(self, *, force: bool = False) -> bool:
@@ -590,8 +586,6 @@ class HyperspaceService:
                 and doc.text_hash == _digest(node_text(content))
                 and (not doc.space or (space is not None and iri in space))
             ):
-                if is_archive_iri(iri):
-                    self._archives.add(iri)
                 continue
             if is_archive_iri(iri):
                 self._pending_l0.add(iri)

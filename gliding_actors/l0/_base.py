@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
@@ -211,6 +211,8 @@ class _StoreBase:
         self._tag_keys: dict[str, bytes] = {}
         self._graph_keys: dict[str, bytes] = {}
         self._type_keys: dict[str, bytes] = {}
+        #: (IRI prefix, callback) told of every node written or deleted under that prefix
+        self._listeners: list[tuple[str, Callable[[str], None]]] = []
         self._closed = True
         new = self._created = _is_new(self._path)
         try:
@@ -291,6 +293,24 @@ class _StoreBase:
             wb.put(K.META_EPOCH, packb(epoch))
             self._commit(wb, sync=True)
         return epoch
+
+    def add_listener(self, prefix: str, listener: Callable[[str], None]) -> None:
+        """Call ``listener(iri)`` after every write or delete of a node whose IRI starts with ``prefix``.
+
+        For an index kept beside the store (the search index of archived
+        turns): it learns what changed instead of listing what exists. Called
+        on the writer's thread once the write is in the database, outside the
+        store's locks; it must be quick and must not raise (an exception is
+        the writer's: its write has happened).
+        """
+        self._listeners.append((prefix, listener))
+
+    def _announce(self, iris: Iterable[str]) -> None:
+        """Tell the listeners of the IRIs a write just committed."""
+        for prefix, listener in self._listeners:
+            for iri in iris:
+                if iri.startswith(prefix):
+                    listener(iri)
 
     def _commit(self, wb: Any, sync: bool) -> None:
         """Write batch ``wb``; a synced one also advances the high-water count (caller holds the write lock)."""

@@ -121,6 +121,8 @@ class L0Store(_StoreWrites, _StoreVerify):
                 wb, iri_b, fields, packed, merge, expect_version, float(self._clock.now()), None
             )
             self._commit(wb, do_sync)
+        if self._listeners:
+            self._announce((iri_b.decode(),))
         if not self._pending:
             return _tuple_new(L0Entry, fields)
         return self._with_pending(fields)
@@ -153,6 +155,8 @@ class L0Store(_StoreWrites, _StoreVerify):
             for iri_b, fields, packed in prepared:
                 out.append(apply(wb, iri_b, fields, packed, merge, None, now, overlay))
             self._commit(wb, do_sync)
+        if self._listeners:
+            self._announce([iri_b.decode() for iri_b, _fields, _packed in prepared])
         return [self._with_pending(f) for f in out]
 
     def store_jsonld_node(

@@ -139,6 +139,8 @@ class _StoreWrites(_StoreBase):
             with self._access_lock:
                 self._pending.pop(iri, None)
                 self._generation += 1
+        if self._listeners:
+            self._announce((iri,))
         return True
 
     def delete_graph(self, name: str, *, sync: bool | None = None) -> int:
@@ -174,6 +176,8 @@ class _StoreWrites(_StoreBase):
                 for iri in gone:
                     self._pending.pop(iri, None)
                 self._generation += 1
+        if self._listeners:
+            self._announce(gone)
         return len(gone)
 
     def annotate(

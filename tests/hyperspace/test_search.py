@@ -171,6 +171,25 @@ def test_archived_turns_are_searchable(memory: MemorySystem) -> None:
     assert memory.agent("pa", "PA").search("keys", 5, {"graph": "sessions"})["iris"] == [turn["archive_iri"]]
 
 
+def test_a_search_learns_of_new_archives_from_l0_without_listing_them(tmp_path: Path) -> None:
+    """L0 tells the index of each archived turn (also of one written by another path than a session);
+    a catch-up never lists every archive, which made a search cost as much as the session was long."""
+    from gliding_actors.l1._archive import SessionArchive
+
+    with MemorySystem.open(tmp_path, runtime="sim") as memory:
+        listed: list[str] = []
+        query_iris = memory.l0.query_iris
+        memory.l0.query_iris = lambda *a, **kw: listed.append(kw.get("prefix", "")) or query_iris(*a, **kw)  # type: ignore[method-assign]
+        da = memory.agent("da", "DA")
+        for n in range(5):
+            da.turn(f"turn {n} about the JWT keys", content=f"details {n}")
+        written = SessionArchive(memory.l0, "importer").write_block({"content": "imported note on key rotation"})
+        found = da.search("imported key rotation", 3)["iris"]
+        assert found[0] == written
+        assert da.search("turn 4 JWT keys", 1)["iris"] != []
+        assert "memory:session-" not in listed  # a session reads its own numbering; nobody lists them all
+
+
 def test_the_engine_is_saved_on_close_and_reconciled_with_l0_on_open(tmp_path: Path) -> None:
     with MemorySystem.open(tmp_path / "m", runtime="threads") as m:
         pa = m.agent("pa", "PA")

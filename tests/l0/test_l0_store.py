@@ -765,3 +765,18 @@ def test_every_writer_of_the_memory_shares_one_store_without_a_lock_of_its_own(
     for i in range(2):
         assert len(store.query_iris(prefix=f"memory:session-agent{i}/block-")) == 150
     assert store.verify() == []
+
+
+def test_listeners_hear_of_every_write_and_delete_under_their_prefix(store: L0Store) -> None:
+    heard: list[tuple[str, bool]] = []
+    store.add_listener("memory:session-", lambda iri: heard.append((iri, store.retrieve(iri, touch=False) is not None)))
+    store.store(L0Entry("memory:session-a/1", {"text": "one"}))
+    store.store(L0Entry("task:a", {"text": "not archived"}))
+    store.store_many([L0Entry("memory:session-a/2", {"text": "two"}), L0Entry("task:b", {"text": "x"}),
+                      L0Entry("memory:session-b/1", {"text": "three"}, named_graph="sessions")])
+    store.delete("memory:session-a/1")
+    store.delete("task:a")
+    store.delete_graph("sessions")
+    # each once, after the write is in the store (a delete: once it is gone)
+    assert heard == [("memory:session-a/1", True), ("memory:session-a/2", True), ("memory:session-b/1", True),
+                     ("memory:session-a/1", False), ("memory:session-b/1", False)]
