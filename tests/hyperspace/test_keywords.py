@@ -18,16 +18,27 @@ def always(_doc: str) -> bool:
     return True
 
 
-def exact_top(docs: dict[str, list[str]], query: list[str], k: int) -> list[str]:
-    """The formula's answer: every scored document sorted (the index this one replaced)."""
+def exact_scores(docs: dict[str, list[str]], query: list[str]) -> dict[str, float]:
+    """The formula's scores of every matching document (the index this one replaced)."""
     reference = BM25Index()
     for doc, tokens in docs.items():
         reference.add(doc, tokens)
-    ranked = sorted(((d, s) for d, s in reference.scores(query).items() if s > 0), key=lambda kv: (-kv[1], kv[0]))
-    return [d for d, _ in ranked[:k]]
+    return {d: s for d, s in reference.scores(query).items() if s > 0}
 
 
-@settings(max_examples=40, deadline=None)
+def assert_top_by_formula(got: list[str], scores: dict[str, float], k: int) -> None:
+    """``got`` is a top ``k`` of ``scores``, best first, up to float rounding: tantivy adds in 32 bits, so
+    two scores the formula tells apart in the last bits of a double may tie there (then IRI order)."""
+    assert len(got) == len(set(got)) == min(k, len(scores)) and set(got) <= scores.keys()
+    tolerance = 1e-5
+    for a, b in zip(got, got[1:], strict=False):
+        assert scores[a] >= scores[b] - tolerance and (scores[a] > scores[b] + tolerance or a < b)
+    if got:
+        floor = min(scores[d] for d in got)
+        assert all(scores[d] <= floor + tolerance for d in scores.keys() - set(got))
+
+
+@settings(max_examples=60, deadline=None)
 @given(
     docs=st.dictionaries(
         st.text("abcdefgh", min_size=1, max_size=3).map(lambda s: f"d:{s}"),
@@ -43,19 +54,25 @@ def test_property_the_top_is_the_formulas_in_the_delta_and_after_commits(
     docs: dict[str, list[str]], query: list[str], commit_after: int, removed: set[str]
 ) -> None:
     """Short documents (tantivy stores their lengths exactly): the same documents in the same order as
-    scoring every document with the formula, whether they sit in the delta or were committed."""
+    scoring every document with the formula, whether they sit in the delta or were committed. After
+    removals the statistics count a removed document until a merge drops it, so then only what is
+    found is pinned: every live match up to ``k``, nothing removed."""
     index = KeywordIndex(None, commit_after=commit_after)
     for doc, tokens in docs.items():
         index.add(doc, tokens)
     for doc in removed:
         index.remove(doc)
     live = {d: t for d, t in docs.items() if d not in removed}
+    scores = exact_scores(live, query)
     k = 5
     if commit_after == 1_000:  # all in the delta: scored by the formula itself
-        assert [d for d, _ in index.top(query, k, always)] == exact_top(live, query, k)
+        assert_top_by_formula([d for d, _ in index.top(query, k, always)], scores, k)
     index.commit()
     got = [d for d, _ in index.top(query, k, always)]
-    assert got == exact_top(live, query, k)
+    if removed & docs.keys():
+        assert len(got) == len(set(got)) == min(k, len(scores)) and set(got) <= scores.keys()
+    else:
+        assert_top_by_formula(got, scores, k)
     index.close()
 
 
