@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ def assert_top_by_formula(got: list[str], scores: dict[str, float], k: int) -> N
     two scores the formula tells apart in the last bits of a double may tie there (then IRI order)."""
     assert len(got) == len(set(got)) == min(k, len(scores)) and set(got) <= scores.keys()
     tolerance = 1e-5
-    for a, b in zip(got, got[1:], strict=False):
+    for a, b in pairwise(got):
         assert scores[a] >= scores[b] - tolerance and (scores[a] > scores[b] + tolerance or a < b)
     if got:
         floor = min(scores[d] for d in got)
