@@ -3,8 +3,9 @@
 Plain code — no actor, no thread, no clock. :class:`HyperspaceEngine` keeps
 one :class:`Doc` per indexed node (a line or an L0-only node such as an L1
 archive), a :class:`~gliding_actors.hyperspace._index.VectorIndex` per vector
-space, a BM25 keyword index (:mod:`~gliding_actors.hyperspace._keywords`), tag / graph / type inverted sets for the filters, and
-(optionally) a Poincaré model of the type hierarchy.
+space, a BM25 keyword index (:mod:`~gliding_actors.hyperspace._keywords`),
+tag / graph / type inverted sets for the filters, and (optionally) a Poincaré
+model of the type hierarchy.
 
 A search ranks the documents that pass the filters three ways —
 

@@ -18,7 +18,10 @@ disk, so reopening a memory does not re-tokenise it.
   and scored exactly on every search with the same formula and the corpus
   statistics as they are now, so a document is findable the moment it is
   added and a removed one is gone at once; their bulk copies are ignored.
-  ``commit_after`` changes are folded into tantivy in one commit.
+  ``commit_after`` changes are folded into tantivy in one commit, and so are
+  ``commit_at_search`` of them when a search comes (a commit costs about as
+  much as scoring a few hundred documents by hand, and the searches that
+  follow no longer pay for them).
 * **Determinism.** tantivy merges segments in background threads; every
   commit waits for those merges before the next write, so the same
   sequence of changes always leaves the same segments (and the same scores).
@@ -65,9 +68,18 @@ class KeywordIndex:
     documents it holds (their lengths), :meth:`state` is what to save for that.
     """
 
-    def __init__(self, path: Path | None = None, *, commit_after: int = 256, k1: float = 1.2, b: float = 0.75):
+    def __init__(
+        self,
+        path: Path | None = None,
+        *,
+        commit_after: int = 256,
+        commit_at_search: int = 32,
+        k1: float = 1.2,
+        b: float = 0.75,
+    ):
         self.path = path
         self.commit_after = commit_after
+        self.commit_at_search = commit_at_search
         self.k1 = k1
         self.b = b
         self._schema = _schema()
@@ -195,26 +207,26 @@ class KeywordIndex:
         counts = Counter(tokens)
         if k <= 0 or not self._lengths or not counts:
             return []
+        if len(self._delta) >= self.commit_at_search:
+            self.commit()  # one commit now costs less than scoring this delta by hand on every search
         searcher = self._index.searcher()
         found = {doc: score for doc, score in self._delta_scores(counts, searcher).items() if ok(doc)}
-        clauses = [
-            (tantivy.Occur.Should, tantivy.Query.boost_query(tantivy.Query.term_query(self._schema, "body", t), qtf))
-            for t, qtf in sorted(counts.items())
-        ]
-        if self._delta:  # their bulk copies are stale or gone
-            clauses.append(
-                (tantivy.Occur.MustNot, tantivy.Query.term_set_query(self._schema, "iri", sorted(self._delta)))
-            )
-        query = tantivy.Query.boolean_query(clauses)
+        query = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Should, tantivy.Query.boost_query(tantivy.Query.term_query(self._schema, "body", t), qtf))
+                for t, qtf in sorted(counts.items())
+            ]
+        )
+        delta = self._delta  # their bulk copies are stale or gone: skipped, the loop asks wider if need be
         names: dict[tuple[int, int], str] = {}
-        limit = 2 * k + 16  # the k-th best is then almost always above the last hit: one round
+        limit = k + 16  # the k-th best is then almost always above the last hit: one round
         while True:
             hits = searcher.search(query, limit, count=False).hits
             for score, address in hits:
                 key = (address.segment_ord, address.doc)
                 if key not in names:
                     doc = names[key] = searcher.doc(address)["iri"][0]
-                    if ok(doc):
+                    if doc not in delta and ok(doc):
                         found[doc] = float(score)
             if len(hits) < limit:
                 break  # the bulk has no more
