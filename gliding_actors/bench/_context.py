@@ -147,6 +147,17 @@ def _session_numbers(conversation: Mapping[str, Any]) -> list[int]:
     return sorted(found)
 
 
+def locomo_for(suite: str, data: str | None) -> tuple[Path, list[LocomoConversation]]:
+    """The LoCoMo file ``bench <suite> --data FILE`` names, read; :class:`InvalidInput` saying where to
+    get LoCoMo when no file is named or there is none at the path."""
+    if data is None:
+        raise InvalidInput(f"bench {suite} needs LoCoMo data: --data FILE (e.g. --data locomo10.json). {LOCOMO_SOURCE}.")
+    path = Path(data)
+    if not path.is_file():
+        raise InvalidInput(f"bench {suite} needs LoCoMo data: no file at {path}. {LOCOMO_SOURCE}.")
+    return path, load_locomo(path)
+
+
 def load_locomo(path: str | Path) -> list[LocomoConversation]:
     """Read a LoCoMo-format file (a list of conversations); :class:`InvalidInput` naming what is wrong."""
     try:
@@ -487,12 +498,7 @@ def run(quick: bool = False, data: str | None = None, embedder: str | None = Non
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    if data is None:
-        raise InvalidInput(f"bench context needs LoCoMo data: --data FILE (e.g. --data locomo10.json). {LOCOMO_SOURCE}.")
-    path = Path(data)
-    if not path.is_file():
-        raise InvalidInput(f"bench context needs LoCoMo data: no file at {path}. {LOCOMO_SOURCE}.")
-    conversations = load_locomo(path)
+    path, conversations = locomo_for("context", data)
     max_q = None
     if quick:
         conversations, max_q = conversations[:1], 40

@@ -35,10 +35,9 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from gliding_actors.bench._context import LOCOMO_SOURCE, load_locomo
+from gliding_actors.bench._context import locomo_for
 from gliding_actors.errors import InvalidInput
 
 __all__ = ["run"]
@@ -190,12 +189,7 @@ def _in_fresh_process(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str
 
 def run(quick: bool = False, data: str | None = None, embedder: str | None = None) -> dict[str, Any]:
     """The suite (module docstring). ``data``: a LoCoMo-format file (required)."""
-    if data is None:
-        raise InvalidInput(f"bench scale needs LoCoMo text: --data FILE (e.g. --data locomo10.json). {LOCOMO_SOURCE}.")
-    path = Path(data)
-    if not path.is_file():
-        raise InvalidInput(f"bench scale needs LoCoMo text: no file at {path}. {LOCOMO_SOURCE}.")
-    conversations = load_locomo(path)
+    path, conversations = locomo_for("scale", data)
     turns = [t.text for c in conversations for t in c.memory.turns if t.text.strip()]
     questions = [q.question for c in conversations for q in c.questions][:QUESTIONS]
     if len(turns) < 2 or len(questions) < WARM_UP:

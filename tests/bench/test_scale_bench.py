@@ -66,4 +66,4 @@ def test_without_data_the_suite_says_where_to_get_it(tmp_path: Path) -> None:
         [sys.executable, "-m", "gliding_actors.cli", "bench", "scale", "--quick"], check=False, capture_output=True, text=True,
         timeout=120,
     )
-    assert cli.returncode == 2 and "needs LoCoMo text" in cli.stderr
+    assert cli.returncode == 2 and "bench scale needs LoCoMo data" in cli.stderr
