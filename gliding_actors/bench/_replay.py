@@ -108,11 +108,19 @@ def time_replay(
     ``full_agreement``: the baseline, every line inspected after every step."""
     events = _ops_in(scenario)
     rates: list[float] = []
+    firsts: list[float] = []
+    lasts: list[float] = []
     messages = 0
     for k in range(repeats):
+        marks: list[tuple[int, float]] = []  # (events done, time) after each step
+
+        def mark(_step: Any, outcomes: list[Any], marks: list[tuple[int, float]] = marks) -> None:
+            marks.append((marks[-1][0] + len(outcomes), time.perf_counter()))
+
         start = time.perf_counter()
+        marks.append((0, start))
         with _full_agreement() if full_agreement else contextlib.nullcontext():
-            result = replay(scenario, seed=seed + k, runtime=runtime)
+            result = replay(scenario, seed=seed + k, runtime=runtime, on_step=mark)
         elapsed = time.perf_counter() - start
         if not result.ok:
             failure = result.failure
@@ -120,14 +128,47 @@ def time_replay(
         if len(result.outcomes) != events:
             raise GlidingError(f"bench replay: {len(result.outcomes)} ops replayed, {events} expected")
         rates.append(events / elapsed)
+        first, last = edge_rates(marks, EDGE_EVENTS)
+        firsts.append(first)
+        lasts.append(last)
         messages = result.messages
+    first_rate, last_rate = statistics.median(firsts), statistics.median(lasts)
     return {
         "events": events,
         "repeats": repeats,
         "events_per_s": round(statistics.median(rates), 1),
         "events_per_s_range": [round(min(rates), 1), round(max(rates), 1)],
         "protocol_messages": messages if runtime == "sim" else None,
+        # does an event cost more as the trace grows? (1.0: flat)
+        "first_1k_events_per_s": round(first_rate, 1),
+        "last_1k_events_per_s": round(last_rate, 1),
+        "last_1k_vs_first_1k": round(last_rate / first_rate, 3) if first_rate else None,
     }
+
+
+#: the events at each end of a replay whose rates are compared
+EDGE_EVENTS = 1_000
+
+
+def edge_rates(marks: list[tuple[int, float]], n: int) -> tuple[float, float]:
+    """Events per second over the first ``n`` events of a replay and over its last ``n``.
+
+    ``marks``: ``(0, start)``, then ``(events done, time)`` after each step, in order. The spans
+    run from the step before the ``n``-th event's step and from the step where
+    the last ``n`` begin, so a step's events are counted whole (a trace
+    shorter than ``2 n`` events overlaps its two ends).
+    """
+    if len(marks) < 2:
+        return 0.0, 0.0
+    total = marks[-1][0]
+    first_end = next(i for i, (done, _t) in enumerate(marks) if done >= min(n, total))
+    last_start = max(i for i, (done, _t) in enumerate(marks) if done <= max(0, total - n))
+
+    def rate(i: int, j: int) -> float:
+        (a_done, a_t), (b_done, b_t) = marks[i], marks[j]
+        return (b_done - a_done) / (b_t - a_t) if b_t > a_t else 0.0
+
+    return rate(0, max(1, first_end)), rate(min(last_start, len(marks) - 2), len(marks) - 1)
 
 
 #: where a replay's time goes: (label, file suffix, function) whose cumulative time the profile reports
@@ -183,6 +224,8 @@ def run(
     return {
         "suite": "replay",
         **info,
+        # the same on sim, where nothing else shares the time: the cost per event as the trace grows
+        "replay": {"last_1k_vs_first_1k": sim["last_1k_vs_first_1k"]},
         "sim": sim,
         "sim_full_agreement": baseline,
         "agreement_speedup": round(sim["events_per_s"] / baseline["events_per_s"], 2),

@@ -50,7 +50,27 @@ def test_suite_is_registered_and_replays_the_converted_trace_on_both_runtimes() 
     assert set(shares) == {"invariant_checks", "agreement_check", "hyperspace_service", "context_assembly",
                            "simulator_delivery"}
     assert all(0 < share <= 1.0 for share in shares.values())  # each part ran, under one replay call
+    for runtime in ("sim", "threads"):
+        figures = report[runtime]
+        assert figures["first_1k_events_per_s"] > 0 and figures["last_1k_events_per_s"] > 0
+        assert figures["last_1k_vs_first_1k"] == round(
+            figures["last_1k_events_per_s"] / figures["first_1k_events_per_s"], 3
+        )
+    assert report["replay"]["last_1k_vs_first_1k"] == report["sim"]["last_1k_vs_first_1k"]
     json.dumps(report)  # the CLI prints it as JSON
+
+
+def test_edge_rates_compare_the_first_and_the_last_events_of_a_replay() -> None:
+    from gliding_actors.bench._replay import edge_rates
+
+    # 10 steps of 2 events; the first 6 events took 1 s each step, the rest 2 s each step
+    marks, t = [], 0.0
+    for step in range(1, 11):
+        t += 1.0 if step <= 3 else 2.0
+        marks.append((2 * step, t))
+    first, last = edge_rates([(0, 0.0), *marks], 6)
+    assert first == pytest.approx(2.0) and last == pytest.approx(1.0)  # events per second
+    assert edge_rates([(0, 0.0)], 6) == (0.0, 0.0)
 
 
 def test_bad_sizes_are_refused_before_anything_is_recorded(tmp_path: Path) -> None:
