@@ -71,6 +71,28 @@ def line_texts(turns: Sequence[str], n: int) -> list[str]:
     return out
 
 
+#: how long an index may take to settle: a model embedder on a small machine makes ~100 vectors a second
+SETTLE_S_PER_DOCUMENT = 0.05
+SETTLE_S_MIN = 120.0
+
+
+def _settle(memory: Any, what: str) -> None:
+    """Wait until the search index holds every vector, saying how many still wait every half minute."""
+    from gliding_actors.errors import Timeout
+
+    docs = int(memory.hyperspace.stats()["docs"])
+    deadline = time.monotonic() + SETTLE_S_MIN + SETTLE_S_PER_DOCUMENT * docs
+    while True:
+        try:
+            memory.hyperspace.wait_indexed(timeout=30.0)
+            return
+        except Timeout:
+            if time.monotonic() > deadline:
+                raise
+            waiting = memory.hyperspace.stats()["waiting_for_vectors"]
+            _say(f"{what}: {waiting:,} texts still waiting for their vectors")
+
+
 def _p50_ms(call: Callable[[str], Any], questions: Sequence[str]) -> float:
     for q in questions[:WARM_UP]:
         call(q)
@@ -111,7 +133,7 @@ def measure_lines(texts: list[str], questions: list[str], embedder: str | None) 
                 if (i + 1) % every == 0:
                     _say(f"{n:,} lines: {i + 1:,} written")
             fill_s = time.perf_counter() - t0
-            memory.hyperspace.wait_indexed()
+            _settle(memory, f"{n:,} lines")
             settle_s = time.perf_counter() - t0 - fill_s
             rss = _rss_kb() - before
             search = _p50_ms(lambda q: da.search(q, k=10), questions)
@@ -153,7 +175,7 @@ def measure_turns(texts: list[str], questions: list[str], embedder: str | None) 
         t0 = time.perf_counter()
         pa.context(questions[0], max_tokens=1000)
         first = time.perf_counter() - t0
-        memory.hyperspace.wait_indexed()
+        _settle(memory, f"{n:,} turns")
         context = _p50_ms(lambda q: pa.context(q, max_tokens=1000), questions)
         search = _p50_ms(lambda q: pa.search(q, k=10), questions)
     return {"turns": n, "first_context_s": round(first, 3), "context_p50_ms": context, "search_p50_ms": search}
