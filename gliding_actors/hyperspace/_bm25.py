@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
 
 __all__ = ["BM25Index"]
 
@@ -59,10 +58,6 @@ class BM25Index:
                 del self._postings[term]
         self._total -= self._lengths.pop(doc)
         return True
-
-    def posting(self, term: str) -> Mapping[str, int]:
-        """``doc -> term frequency`` of the documents holding ``term`` (empty when none do)."""
-        return self._postings.get(term, {})
 
     def idf(self, term: str) -> float:
         n = len(self._lengths)

@@ -18,10 +18,13 @@ disk, so reopening a memory does not re-tokenise it.
   and scored exactly on every search with the same formula and the corpus
   statistics as they are now, so a document is findable the moment it is
   added and a removed one is gone at once; their bulk copies are ignored.
-  ``commit_after`` changes are folded into tantivy in one commit, and so are
-  ``commit_at_search`` of them when a search comes (a commit costs about as
-  much as scoring a few hundred documents by hand, and the searches that
-  follow no longer pay for them).
+  A search that finds ``commit_at_search`` (32) changes or more folds them
+  into tantivy first, in one commit (about 10 ms: as much as scoring a few
+  hundred documents by hand, and the searches that follow no longer pay for
+  them), so the delta scored by hand stays small; without searches, the
+  delta is committed at ``commit_after`` (10,000) changes, a bound on its
+  memory. A burst of writes (a catch-up of thousands of archived turns)
+  costs one commit, not one per few hundred.
 * **Determinism.** tantivy merges segments in background threads; every
   commit waits for those merges before the next write, so the same
   sequence of changes always leaves the same segments (and the same scores).
@@ -45,8 +48,6 @@ from pathlib import Path
 from typing import Any
 
 import tantivy
-
-from gliding_actors.hyperspace._bm25 import BM25Index
 
 __all__ = ["KeywordIndex"]
 
@@ -72,7 +73,7 @@ class KeywordIndex:
         self,
         path: Path | None = None,
         *,
-        commit_after: int = 256,
+        commit_after: int = 10_000,
         commit_at_search: int = 32,
         k1: float = 1.2,
         b: float = 0.75,
@@ -94,8 +95,6 @@ class KeywordIndex:
         self._total = 0
         #: changes since the last commit: tokens, or None for a removal
         self._delta: dict[str, list[str] | None] = {}
-        #: the delta's documents that exist, as postings (scored exactly on every search)
-        self._recent = BM25Index(k1=k1, b=b)
 
     def _open(self, path: Path | None) -> tuple[Any, Any]:
         if path is not None:
@@ -116,14 +115,12 @@ class KeywordIndex:
         self._lengths[doc] = len(tokens)
         self._total += len(tokens)
         self._delta[doc] = list(tokens)
-        self._recent.add(doc, tokens)
         self._maybe_commit()
 
     def remove(self, doc: str) -> bool:
         if not self._forget(doc):
             return False
         self._delta[doc] = None
-        self._recent.remove(doc)
         self._maybe_commit()
         return True
 
@@ -152,7 +149,6 @@ class KeywordIndex:
         self._writer = self._index.writer(heap_size=_HEAP_BYTES, num_threads=1)
         self._index.reload()
         self._delta.clear()
-        self._recent = BM25Index(k1=self.k1, b=self.b)
 
     # -- persistence -------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -177,7 +173,6 @@ class KeywordIndex:
                 self._lengths = lengths
                 self._total = sum(lengths.values())
                 self._delta.clear()
-                self._recent = BM25Index(k1=self.k1, b=self.b)
                 return True
         self._rebuild(texts.items() if isinstance(texts, Mapping) else texts())
         return False
@@ -244,14 +239,15 @@ class KeywordIndex:
         capped at the corpus size: close, not exact, for the few documents
         changed since the last commit.
         """
-        if not len(self._recent):
+        live = {doc: Counter(toks) for doc, toks in self._delta.items() if toks is not None}
+        if not live:
             return {}
         n = len(self._lengths)
         avgdl = self._total / n if self._total else 1.0
         k1, b = self.k1, self.b
         out: dict[str, float] = {}
         for term, qtf in counts.items():
-            holders = self._recent.posting(term)
+            holders = {doc: tfs[term] for doc, tfs in live.items() if term in tfs}
             if not holders:
                 continue
             df = min(n, int(searcher.doc_freq("body", term)) + len(holders))
