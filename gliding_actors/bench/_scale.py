@@ -74,23 +74,31 @@ def line_texts(turns: Sequence[str], n: int) -> list[str]:
 #: how long an index may take to settle: a model embedder on a small machine makes ~100 vectors a second
 SETTLE_S_PER_DOCUMENT = 0.05
 SETTLE_S_MIN = 120.0
+#: how often a long settle says how far it is
+PROGRESS_EVERY_S = 30.0
 
 
-def _settle(memory: Any, what: str) -> None:
-    """Wait until the search index holds every vector, saying how many still wait every half minute."""
-    from gliding_actors.errors import Timeout
+def _settle(memory: Any, what: str, documents: int) -> None:
+    """Wait until the search index holds all ``documents`` with their vectors, saying every half minute
+    how many lines still wait to be indexed and how many texts wait for their vectors."""
+    import threading
 
-    docs = int(memory.hyperspace.stats()["docs"])
-    deadline = time.monotonic() + SETTLE_S_MIN + SETTLE_S_PER_DOCUMENT * docs
-    while True:
-        try:
-            memory.hyperspace.wait_indexed(timeout=30.0)
-            return
-        except Timeout:
-            if time.monotonic() > deadline:
-                raise
-            waiting = memory.hyperspace.stats()["waiting_for_vectors"]
-            _say(f"{what}: {waiting:,} texts still waiting for their vectors")
+    service = memory.hyperspace
+    done = threading.Event()
+
+    def report() -> None:
+        while not done.wait(PROGRESS_EVERY_S):
+            stats = service.stats()
+            _say(f"{what}: {stats['pending']:,} waiting to be indexed, "
+                 f"{stats['waiting_for_vectors']:,} texts waiting for their vectors")
+
+    reporter = threading.Thread(target=report, name="bench-scale-progress", daemon=True)
+    reporter.start()
+    try:
+        service.wait_indexed(timeout=SETTLE_S_MIN + SETTLE_S_PER_DOCUMENT * documents)
+    finally:
+        done.set()
+        reporter.join(timeout=5.0)
 
 
 def _p50_ms(call: Callable[[str], Any], questions: Sequence[str]) -> float:
@@ -133,7 +141,7 @@ def measure_lines(texts: list[str], questions: list[str], embedder: str | None) 
                 if (i + 1) % every == 0:
                     _say(f"{n:,} lines: {i + 1:,} written")
             fill_s = time.perf_counter() - t0
-            _settle(memory, f"{n:,} lines")
+            _settle(memory, f"{n:,} lines", n)
             settle_s = time.perf_counter() - t0 - fill_s
             rss = _rss_kb() - before
             search = _p50_ms(lambda q: da.search(q, k=10), questions)
@@ -175,7 +183,7 @@ def measure_turns(texts: list[str], questions: list[str], embedder: str | None) 
         t0 = time.perf_counter()
         pa.context(questions[0], max_tokens=1000)
         first = time.perf_counter() - t0
-        _settle(memory, f"{n:,} turns")
+        _settle(memory, f"{n:,} turns", n)
         context = _p50_ms(lambda q: pa.context(q, max_tokens=1000), questions)
         search = _p50_ms(lambda q: pa.search(q, k=10), questions)
     return {"turns": n, "first_context_s": round(first, 3), "context_p50_ms": context, "search_p50_ms": search}

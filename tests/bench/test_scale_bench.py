@@ -67,3 +67,20 @@ def test_without_data_the_suite_says_where_to_get_it(tmp_path: Path) -> None:
         timeout=120,
     )
     assert cli.returncode == 2 and "bench scale needs LoCoMo data" in cli.stderr
+
+
+def test_settling_waits_in_proportion_to_the_documents_and_says_how_far_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gliding_actors import MemorySystem
+    from gliding_actors.errors import Timeout
+
+    with MemorySystem.open(tmp_path, runtime="threads", config={"hyperspace": {"embedder": "hash"}}) as memory:
+        for n in range(200):
+            memory.agent("pa", "PA").write(f"note:{n}", {"text": f"note {n}"}, graph="plan")
+        monkeypatch.setattr(scale, "SETTLE_S_MIN", 0.0)
+        with pytest.raises(Timeout):
+            scale._settle(memory, "200 lines", 0)  # no documents, no time
+        monkeypatch.setattr(scale, "PROGRESS_EVERY_S", 0.001)
+        scale._settle(memory, "200 lines", 200)  # 10 s for 200: plenty
+    assert "200 lines: " in capsys.readouterr().err
