@@ -78,7 +78,6 @@ class KeywordIndex:
         k1: float = 1.2,
         b: float = 0.75,
     ):
-        self.path = path
         self.commit_after = commit_after
         self.commit_at_search = commit_at_search
         self.k1 = k1

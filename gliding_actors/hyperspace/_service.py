@@ -574,9 +574,9 @@ class HyperspaceService:
         seen: set[str] = set()
         memory = self._memory
         with memory.graph_lock:
-            lines = [(n.iri, n.version, n.value) for n in memory.graph.lines() if n.value is not None]
-        archives = [(e.iri, e.version, searchable(e.content)) for e in memory.l0.query(prefix=ARCHIVE_PREFIX)]
-        for iri, version, content in [*lines, *archives]:
+            lines = [(n.iri, n.version) for n in memory.graph.lines() if n.value is not None]
+        archives = [(e.iri, e.version) for e in memory.l0.query(prefix=ARCHIVE_PREFIX)]
+        for iri, version in [*lines, *archives]:
             seen.add(iri)
             doc = engine.docs.get(iri)
             space = None if doc is None else engine.spaces.get(doc.space)
