@@ -19,6 +19,11 @@
 * **Selective filters** (an allow-list of at most ``exact_limit`` keys) are
   answered exactly over those rows: filtering after an approximate search
   loses recall exactly when the filter is narrow.
+* **Exact when it is cheaper.** annoy examines ``search_k`` candidates one by
+  one; numpy scores the whole matrix in one product, several times faster per
+  row. When ``search_k`` reaches the number of vectors (a small index, or a
+  search asking for hundreds of answers, as a context's recall does), the
+  matrix is scored instead: faster, and exact.
 
 Thread-safe: one lock guards the state; searches hold it while they score.
 """
@@ -109,14 +114,17 @@ class VectorIndex:
         self._matrix: npt.NDArray[np.float32] = np.zeros((0, dim), dtype=np.float32)
         self._row: dict[str, int] = {}
         self._keys: list[str | None] = []  # row -> key (None: free)
+        self._live: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)  # row holds a key's vector
+        self._used = 0  # rows below this have held a vector at some time (the exact scan's extent)
         self._free: list[int] = []
         self._stamp: dict[str, int] = {}
         self._next_stamp = 1
         self._forest: BuiltForest | None = None
         self._built_stamp: dict[str, int] = {}
         self._delta: set[str] = set()
-        #: forests installed so far (for stats and tests)
+        #: forests installed so far, and searches answered by scoring every vector (for stats and tests)
         self.builds = 0
+        self.scans = 0
 
     # -- writes ---------------------------------------------------------------------
     def _check(self, vector: npt.ArrayLike) -> Vector:
@@ -138,6 +146,8 @@ class VectorIndex:
                 row = self._free.pop() if self._free else self._grow()
                 self._row[key] = row
                 self._keys[row] = key
+                self._live[row] = True
+                self._used = max(self._used, row + 1)
             self._matrix[row] = vec
             self._stamp[key] = self._next_stamp
             self._next_stamp += 1
@@ -148,6 +158,9 @@ class VectorIndex:
         bigger = np.zeros((max(64, rows * 2), self.dim), dtype=np.float32)
         bigger[:rows] = self._matrix
         self._matrix = bigger
+        live = np.zeros(bigger.shape[0], dtype=bool)
+        live[:rows] = self._live
+        self._live = live
         self._keys.extend([None] * (bigger.shape[0] - rows))
         self._free = list(range(bigger.shape[0] - 1, rows, -1))
         return rows
@@ -159,6 +172,7 @@ class VectorIndex:
             if row is None:
                 return False
             self._keys[row] = None
+            self._live[row] = False
             self._free.append(row)
             self._stamp.pop(key, None)
             self._delta.discard(key)
@@ -211,7 +225,9 @@ class VectorIndex:
 
         An allow-list of at most ``exact_limit`` keys is scored exactly; a
         predicate (or a larger list) filters the forest's answers, asking the
-        forest for more the narrower the filter turns out to be.
+        forest for more the narrower the filter turns out to be. Whenever the
+        forest would examine as many candidates as there are vectors (a small
+        index, or many answers asked), every row is scored exactly instead.
         """
         q = self._check(query)
         if k <= 0:
@@ -227,19 +243,22 @@ class VectorIndex:
                 ok = allow
             else:
                 ok = set(allow).__contains__
+            forest = self._forest
+            if forest is None or not len(forest.keys) or self._scan_is_cheaper(k):
+                return self._exact_passing(q, k, ok)
             found: dict[str, float] = {}
             if self._delta:
                 delta_rows = [self._row[key] for key in self._delta if ok(key)]
                 found.update(self._exact(q, k, delta_rows))
-            forest = self._forest
-            if forest is not None and len(forest.keys):
-                want = k
-                while True:
-                    got = self._from_forest(forest, q, want, ok)
-                    found.update(got)
-                    if len(got) >= k or want >= len(forest.keys):
-                        break
-                    want *= 4  # the filter or tombstones ate the answers: ask wider
+            want = k
+            while True:
+                got = self._from_forest(forest, q, want, ok)
+                found.update(got)
+                if len(got) >= k or want >= len(forest.keys):
+                    break
+                want *= 4  # the filter or tombstones ate the answers: ask wider
+                if self._scan_is_cheaper(want):
+                    return self._exact_passing(q, k, ok)
             ranked = sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))
             return ranked[:k]
 
@@ -257,6 +276,46 @@ class VectorIndex:
             for (_, key), score in zip(live, scores.tolist(), strict=True):
                 out[key] = float(score)
         return out
+
+    def _scan_is_cheaper(self, n: int) -> bool:
+        """Would annoy, asked for ``n`` answers, examine at least as many candidates as there are vectors?
+
+        Then one matrix product over every row is cheaper (numpy scores a row
+        several times faster than annoy a candidate) and exact. Searches that
+        ask for many answers (a context's recall) cross over first.
+        """
+        return self.search_k_per_result * self.n_trees * n >= len(self._row)
+
+    def _exact_passing(self, q: Vector, k: int, ok: Callable[[str], bool]) -> list[tuple[str, float]]:
+        """The ``k`` best live keys ``ok`` accepts, scored exactly over the whole matrix.
+
+        ``ok`` is asked about the best candidates only, widening while it refuses them."""
+        used = self._used
+        if not used or not self._row:
+            return []
+        self.scans += 1
+        scores = self._matrix[:used] @ q
+        scores[~self._live[:used]] = -np.inf
+        keys = self._keys
+        want = k
+        while True:
+            if want < used:
+                top = np.argpartition(-scores, want - 1)[:want]
+                top = top[np.argsort(-scores[top], kind="stable")]
+            else:
+                top = np.argsort(-scores, kind="stable")
+            out: list[tuple[str, float]] = []
+            for row in top.tolist():
+                score = float(scores[row])
+                if score == -np.inf:
+                    break
+                key = keys[row]
+                if key is not None and ok(key):
+                    out.append((key, score))
+            if len(out) >= k or want >= used:
+                out.sort(key=lambda kv: (-kv[1], kv[0]))
+                return out[:k]
+            want *= 4
 
     def _exact(self, q: Vector, k: int, rows: list[int]) -> list[tuple[str, float]]:
         if not rows:
@@ -321,6 +380,9 @@ class VectorIndex:
             self._matrix[:n] = vectors
             self._keys = [*meta["keys"], *([None] * (self._matrix.shape[0] - n))]
             self._row = {k: i for i, k in enumerate(meta["keys"])}
+            self._live = np.zeros(self._matrix.shape[0], dtype=bool)
+            self._live[:n] = True
+            self._used = n
             self._free = list(range(self._matrix.shape[0] - 1, n - 1, -1))
             self._stamp = dict(zip(meta["keys"], meta["stamps"], strict=True))
             self._next_stamp = int(meta["next_stamp"])
@@ -336,6 +398,7 @@ class VectorIndex:
                 "delta": len(self._delta),
                 "built": 0 if self._forest is None else len(self._forest.keys),
                 "builds": self.builds,
+                "scans": self.scans,
             }
 
 
