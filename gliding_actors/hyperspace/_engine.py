@@ -318,12 +318,14 @@ class HyperspaceEngine:
             for other in self.spaces.values():
                 other.remove(iri)
         if vector is not None:
-            self.space(space, int(vector.shape[0])).add(iri, vector)
+            self.space(space, int(vector.shape[0])).add(iri, vector, graph)
+        elif space:
+            self.spaces[space].regroup(iri, graph)  # same vector; the line may have moved to another graph
         self.docs[iri] = doc
         use = self.uses.get(iri)
         self.uses[iri] = Use(0 if use is None else use.count, self._now())  # a write is a use: idle from now
         self._link(doc)
-        self.keywords.add(iri, words(text))
+        self.keywords.add(iri, words(text), graph)
         self.waiting.pop(iri, None)
         self._new_waiting.pop(iri, None)
         if text.strip() and not space:
@@ -350,7 +352,7 @@ class HyperspaceEngine:
             self._remember(space, digest, vector)
             if iri is None or self.waiting.get(iri) != digest:
                 continue
-            self.space(space, int(vector.shape[0])).add(iri, vector)
+            self.space(space, int(vector.shape[0])).add(iri, vector, self.docs[iri].graph)
             self.docs[iri].space = space
             del self.waiting[iri]
             self._new_waiting.pop(iri, None)
@@ -541,9 +543,9 @@ class HyperspaceEngine:
         depth = max(4 * k, 50)
         rankings: list[_Ranked] = []
         if text.strip():
-            rankings.append(self._text_ranking(text, depth, allow, ok))
+            rankings.append(self._text_ranking(text, depth, allow, ok, readable))
             lexical = _Ranked("lexical", c.w_lexical)
-            lexical.items = self.keywords.top(words(text), depth, ok)
+            lexical.items = self.keywords.top(words(text), depth, ok, readable)
             rankings.append(lexical)
         if filters.tags_should:
             should = _Ranked("tags", c.w_tags)
@@ -571,7 +573,7 @@ class HyperspaceEngine:
         return [(iri, min(1.0, score / best)) for iri, score in _top(list(fused.items()), k)]
 
     def _text_ranking(
-        self, text: str, depth: int, allow: set[str] | None, ok: Callable[[str], bool]
+        self, text: str, depth: int, allow: set[str] | None, ok: Callable[[str], bool], graphs: set[str] | None
     ) -> _Ranked:
         ranked = _Ranked("text", self.config.w_text)
         found: dict[str, float] = {}
@@ -592,7 +594,7 @@ class HyperspaceEngine:
             floor = self.config.min_similarity
             if floor is None:
                 floor = getattr(embedder, "min_similarity", 0.0)
-            hits = index.search(cached, depth, allow=allow if allow is not None else ok)
+            hits = index.search(cached, depth, allow=allow if allow is not None else ok, groups=graphs)
             for iri, score in hits:
                 if ok(iri) and score >= floor:
                     found[iri] = max(score, found.get(iri, -2.0))
@@ -669,7 +671,12 @@ class HyperspaceEngine:
             if doc.text.strip() and not doc.space:  # saved while it waited for its vector
                 self.waiting[doc.iri] = self._new_waiting[doc.iri] = doc.text_hash
         docs = self.docs
-        return self.keywords.adopt(keywords, lambda: ((iri, words(d.text)) for iri, d in docs.items()))
+        for index in self.spaces.values():
+            if index.loaded_without_groups:  # saved before vectors had graphs: put each in its document's
+                for iri, doc in docs.items():
+                    index.regroup(iri, doc.graph)
+                index.loaded_without_groups = False
+        return self.keywords.adopt(keywords, lambda: ((iri, words(d.text), d.graph) for iri, d in docs.items()))
 
     def close(self) -> None:
         """Let go of the files this engine holds open (the keyword index's writer)."""

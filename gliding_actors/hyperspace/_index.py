@@ -114,7 +114,11 @@ class VectorIndex:
         self._matrix: npt.NDArray[np.float32] = np.zeros((0, dim), dtype=np.float32)
         self._row: dict[str, int] = {}
         self._keys: list[str | None] = []  # row -> key (None: free)
-        self._live: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)  # row holds a key's vector
+        #: row -> its key's group (an id of ``_group_names``), -1 for a free row
+        self._group: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+        self._group_ids: dict[str, int] = {}
+        self._group_names: list[str] = []
+        self._group_count: list[int] = []  # live keys per group id
         self._used = 0  # rows below this have held a vector at some time (the exact scan's extent)
         self._free: list[int] = []
         self._stamp: dict[str, int] = {}
@@ -125,6 +129,8 @@ class VectorIndex:
         #: forests installed so far, and searches answered by scoring every vector (for stats and tests)
         self.builds = 0
         self.scans = 0
+        #: :meth:`load` read an index saved before keys had groups (every key is in ``""`` until regrouped)
+        self.loaded_without_groups = False
 
     # -- writes ---------------------------------------------------------------------
     def _check(self, vector: npt.ArrayLike) -> Vector:
@@ -137,8 +143,12 @@ class VectorIndex:
         checked: Vector = vec / norm
         return checked
 
-    def add(self, key: str, vector: npt.ArrayLike) -> None:
-        """Index (or re-index) ``key``; searchable at once, through the delta."""
+    def add(self, key: str, vector: npt.ArrayLike, group: str = "") -> None:
+        """Index (or re-index) ``key`` in ``group``; searchable at once, through the delta.
+
+        Groups partition the keys for :meth:`search`'s ``groups`` filter (the
+        hyperspace engine's are named graphs, what roles are allowed to read).
+        """
         vec = self._check(vector)
         with self._lock:
             row = self._row.get(key)
@@ -146,8 +156,8 @@ class VectorIndex:
                 row = self._free.pop() if self._free else self._grow()
                 self._row[key] = row
                 self._keys[row] = key
-                self._live[row] = True
                 self._used = max(self._used, row + 1)
+            self._set_group(row, group)
             self._matrix[row] = vec
             self._stamp[key] = self._next_stamp
             self._next_stamp += 1
@@ -158,9 +168,9 @@ class VectorIndex:
         bigger = np.zeros((max(64, rows * 2), self.dim), dtype=np.float32)
         bigger[:rows] = self._matrix
         self._matrix = bigger
-        live = np.zeros(bigger.shape[0], dtype=bool)
-        live[:rows] = self._live
-        self._live = live
+        groups = np.full(bigger.shape[0], -1, dtype=np.int32)
+        groups[:rows] = self._group
+        self._group = groups
         self._keys.extend([None] * (bigger.shape[0] - rows))
         self._free = list(range(bigger.shape[0] - 1, rows, -1))
         return rows
@@ -172,11 +182,38 @@ class VectorIndex:
             if row is None:
                 return False
             self._keys[row] = None
-            self._live[row] = False
+            self._group_count[int(self._group[row])] -= 1
+            self._group[row] = -1
             self._free.append(row)
             self._stamp.pop(key, None)
             self._delta.discard(key)
             return True
+
+    def _set_group(self, row: int, group: str) -> None:
+        gid = self._group_ids.get(group)
+        if gid is None:
+            gid = self._group_ids[group] = len(self._group_names)
+            self._group_names.append(group)
+            self._group_count.append(0)
+        old = int(self._group[row])
+        if old >= 0:
+            self._group_count[old] -= 1
+        self._group[row] = gid
+        self._group_count[gid] += 1
+
+    def regroup(self, key: str, group: str) -> bool:
+        """Move ``key`` to ``group`` (its vector unchanged); False when the key is not here."""
+        with self._lock:
+            row = self._row.get(key)
+            if row is None:
+                return False
+            self._set_group(row, group)
+            return True
+
+    def group_of(self, key: str) -> str | None:
+        with self._lock:
+            row = self._row.get(key)
+            return None if row is None else self._group_names[int(self._group[row])]
 
     def __contains__(self, key: object) -> bool:
         return key in self._row
@@ -220,21 +257,29 @@ class VectorIndex:
         k: int,
         *,
         allow: Collection[str] | Callable[[str], bool] | None = None,
+        groups: Collection[str] | None = None,
     ) -> list[tuple[str, float]]:
-        """The ``k`` best ``(key, cosine)`` pairs, best first; ``allow`` filters keys.
+        """The ``k`` best ``(key, cosine)`` pairs, best first; ``allow`` filters keys, ``groups`` (None:
+        all) keeps the keys added in those groups.
 
         An allow-list of at most ``exact_limit`` keys is scored exactly; a
         predicate (or a larger list) filters the forest's answers, asking the
-        forest for more the narrower the filter turns out to be. Whenever the
+        forest for more the narrower the filter turns out to be. ``groups``
+        is applied to the whole matrix at once, and the forest is asked as
+        much wider as the groups are smaller than the index. Whenever the
         forest would examine as many candidates as there are vectors (a small
-        index, or many answers asked), every row is scored exactly instead.
+        index, many answers asked, narrow groups), every row is scored
+        exactly instead.
         """
         q = self._check(query)
         if k <= 0:
             return []
         with self._lock:
+            ids = None if groups is None else {self._group_ids[g] for g in groups if g in self._group_ids}
             if isinstance(allow, Collection) and not isinstance(allow, str) and len(allow) <= self.exact_limit:
                 rows = [self._row[key] for key in allow if key in self._row]
+                if ids is not None:
+                    rows = [row for row in rows if int(self._group[row]) in ids]
                 return self._exact(q, k, rows)
             ok: Callable[[str], bool]
             if allow is None:
@@ -243,14 +288,23 @@ class VectorIndex:
                 ok = allow
             else:
                 ok = set(allow).__contains__
+            in_groups = len(self._row) if ids is None else sum(self._group_count[gid] for gid in ids)
+            if not in_groups:
+                return []
+            want = -(-k * len(self._row) // in_groups)  # a forest answer is in the groups at this rate
             forest = self._forest
-            if forest is None or not len(forest.keys) or self._scan_is_cheaper(k):
-                return self._exact_passing(q, k, ok)
+            if forest is None or not len(forest.keys) or self._scan_is_cheaper(want):
+                return self._exact_passing(q, k, ok, ids)
+            if ids is not None:
+                groups_of, row_of, passes = self._group, self._row, ok
+
+                def ok(key: str) -> bool:
+                    return int(groups_of[row_of[key]]) in ids and passes(key)
+
             found: dict[str, float] = {}
             if self._delta:
                 delta_rows = [self._row[key] for key in self._delta if ok(key)]
                 found.update(self._exact(q, k, delta_rows))
-            want = k
             while True:
                 got = self._from_forest(forest, q, want, ok)
                 found.update(got)
@@ -258,7 +312,7 @@ class VectorIndex:
                     break
                 want *= 4  # the filter or tombstones ate the answers: ask wider
                 if self._scan_is_cheaper(want):
-                    return self._exact_passing(q, k, ok)
+                    return self._exact_passing(q, k, ok, ids)
             ranked = sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))
             return ranked[:k]
 
@@ -286,8 +340,11 @@ class VectorIndex:
         """
         return self.search_k_per_result * self.n_trees * n >= len(self._row)
 
-    def _exact_passing(self, q: Vector, k: int, ok: Callable[[str], bool]) -> list[tuple[str, float]]:
-        """The ``k`` best live keys ``ok`` accepts, scored exactly over the whole matrix.
+    def _exact_passing(
+        self, q: Vector, k: int, ok: Callable[[str], bool], ids: set[int] | None = None
+    ) -> list[tuple[str, float]]:
+        """The ``k`` best live keys (of the groups ``ids``, None: all) ``ok`` accepts, scored exactly
+        over the whole matrix.
 
         ``ok`` is asked about the best candidates only, widening while it refuses them."""
         used = self._used
@@ -295,7 +352,9 @@ class VectorIndex:
             return []
         self.scans += 1
         scores = self._matrix[:used] @ q
-        scores[~self._live[:used]] = -np.inf
+        groups = self._group[:used]
+        kept = groups >= 0 if ids is None else np.isin(groups, np.fromiter(ids, dtype=np.int32, count=len(ids)))
+        scores[~kept] = -np.inf
         keys = self._keys
         want = k
         while True:
@@ -341,6 +400,7 @@ class VectorIndex:
                 "dim": self.dim,
                 "keys": keys,
                 "stamps": [self._stamp[k] for k in keys],
+                "groups": [self._group_names[int(self._group[self._row[k]])] for k in keys],
                 "next_stamp": self._next_stamp,
                 "built": None,
             }
@@ -356,14 +416,24 @@ class VectorIndex:
         _atomic(where / "index.msgpack", lambda tmp: Path(tmp).write_bytes(msgpack.packb(meta, use_bin_type=True)))
 
     def load(self, directory: str | os.PathLike[str]) -> bool:
-        """Replace this index with what :meth:`save` wrote; False (unchanged) when nothing is there."""
+        """Replace this index with what :meth:`save` wrote; False (unchanged) when nothing is there.
+
+        An index saved before keys had groups loads with every key in group
+        ``""``: the owner puts them in theirs (:meth:`regroup`)."""
         where = Path(directory)
         if not (where / "index.msgpack").is_file():
             return False
         try:
             meta = msgpack.unpackb((where / "index.msgpack").read_bytes(), raw=False)
             vectors = np.load(where / "vectors.npy")
-            if meta["format"] != _FORMAT or meta["dim"] != self.dim or len(meta["keys"]) != len(vectors):
+            grouped = "groups" in meta
+            groups = meta["groups"] if grouped else [""] * len(meta["keys"])
+            if (
+                meta["format"] != _FORMAT
+                or meta["dim"] != self.dim
+                or not len(meta["keys"]) == len(vectors) == len(groups)
+                or not all(isinstance(g, str) for g in groups)
+            ):
                 raise ValueError("format, dimension or count does not match")
             forest = None
             if meta["built"] is not None:
@@ -380,9 +450,12 @@ class VectorIndex:
             self._matrix[:n] = vectors
             self._keys = [*meta["keys"], *([None] * (self._matrix.shape[0] - n))]
             self._row = {k: i for i, k in enumerate(meta["keys"])}
-            self._live = np.zeros(self._matrix.shape[0], dtype=bool)
-            self._live[:n] = True
+            self._group = np.full(self._matrix.shape[0], -1, dtype=np.int32)
+            self._group_ids, self._group_names, self._group_count = {}, [], []
+            for row, group in enumerate(groups):
+                self._set_group(row, group)
             self._used = n
+            self.loaded_without_groups = not grouped
             self._free = list(range(self._matrix.shape[0] - 1, n - 1, -1))
             self._stamp = dict(zip(meta["keys"], meta["stamps"], strict=True))
             self._next_stamp = int(meta["next_stamp"])

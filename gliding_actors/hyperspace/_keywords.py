@@ -25,6 +25,11 @@ disk, so reopening a memory does not re-tokenise it.
   delta is committed at ``commit_after`` (10,000) changes, a bound on its
   memory. A burst of writes (a catch-up of thousands of archived turns)
   costs one commit, not one per few hundred.
+* **Groups.** Each document belongs to one group (the engine's named
+  graph). A search may be confined to some groups: a filter clause of the
+  query itself (a constant score of 0, so BM25 is unchanged), so the top k
+  of a role that reads half the graphs costs no more than an unconfined one,
+  instead of fetching and refusing the other half's best documents.
 * **Determinism.** tantivy merges segments in background threads; every
   commit waits for those merges before the next write, so the same
   sequence of changes always leaves the same segments (and the same scores).
@@ -43,7 +48,7 @@ from __future__ import annotations
 import math
 import shutil
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +63,12 @@ def _schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("iri", stored=True, tokenizer_name="raw", index_option="basic")
     builder.add_text_field("body", stored=False, tokenizer_name="whitespace", index_option="freq")
+    builder.add_text_field("group", stored=False, tokenizer_name="raw", index_option="basic")
     return builder.build()
+
+
+#: what :meth:`KeywordIndex.state` writes; a state of another format is not adopted (the index is rebuilt)
+_STATE_FORMAT = 2
 
 
 class KeywordIndex:
@@ -92,6 +102,8 @@ class KeywordIndex:
         #: every document's length in tokens (the corpus statistics, and what this index holds)
         self._lengths: dict[str, int] = {}
         self._total = 0
+        #: every document's group (what :meth:`top`'s ``groups`` filter keeps)
+        self._groups: dict[str, str] = {}
         #: changes since the last commit: tokens, or None for a removal
         self._delta: dict[str, list[str] | None] = {}
 
@@ -108,9 +120,10 @@ class KeywordIndex:
     def __contains__(self, doc: object) -> bool:
         return doc in self._lengths
 
-    def add(self, doc: str, tokens: list[str]) -> None:
-        """Index ``doc`` as ``tokens`` (replacing what it was); searchable at once."""
+    def add(self, doc: str, tokens: list[str], group: str = "") -> None:
+        """Index ``doc`` as ``tokens`` in ``group`` (replacing what it was); searchable at once."""
         self._forget(doc)
+        self._groups[doc] = group
         self._lengths[doc] = len(tokens)
         self._total += len(tokens)
         self._delta[doc] = list(tokens)
@@ -127,6 +140,7 @@ class KeywordIndex:
         length = self._lengths.pop(doc, None)
         if length is None:
             return False
+        del self._groups[doc]
         self._total -= length
         return True
 
@@ -142,7 +156,7 @@ class KeywordIndex:
         for doc, tokens in self._delta.items():
             writer.delete_documents_by_term("iri", doc)
             if tokens is not None:
-                writer.add_document(tantivy.Document(iri=doc, body=" ".join(tokens)))
+                writer.add_document(tantivy.Document(iri=doc, body=" ".join(tokens), group=self._groups[doc]))
         writer.commit()
         writer.wait_merging_threads()  # same changes, same segments: see the module docstring
         self._writer = self._index.writer(heap_size=_HEAP_BYTES, num_threads=1)
@@ -153,34 +167,48 @@ class KeywordIndex:
     def state(self) -> dict[str, Any]:
         """What a save keeps beside the tantivy files (after a :meth:`commit`): the documents and their lengths."""
         self.commit()
-        return {"opstamp": int(self._writer.commit_opstamp), "lengths": dict(self._lengths)}
+        return {
+            "format": _STATE_FORMAT,
+            "opstamp": int(self._writer.commit_opstamp),
+            "lengths": dict(self._lengths),
+            "groups": dict(self._groups),
+        }
 
-    def adopt(self, state: Mapping[str, Any] | None, texts: Mapping[str, list[str]] | Callable[[], Iterable[tuple[str, list[str]]]]) -> bool:
+    def adopt(
+        self,
+        state: Mapping[str, Any] | None,
+        texts: Mapping[str, tuple[list[str], str]] | Callable[[], Iterable[tuple[str, list[str], str]]],
+    ) -> bool:
         """Take the documents of a saved :meth:`state`; True when the tantivy files match it.
 
-        When they do not (no state, a commit after the save, damaged files), the
-        index is rebuilt from ``texts`` (``doc -> tokens``, or a function giving
-        the pairs): slower, and only after a crash or a first open.
+        When they do not (no state, a commit after the save, damaged files, a
+        state of an older format), the index is rebuilt from ``texts`` (``doc
+        -> (tokens, group)``, or a function giving ``(doc, tokens, group)``):
+        slower, and only after a crash, a first open or an upgrade.
         """
         if state is not None:
             try:
-                matches = int(state["opstamp"]) == int(self._writer.commit_opstamp)
+                matches = state["format"] == _STATE_FORMAT and int(state["opstamp"]) == int(self._writer.commit_opstamp)
                 lengths = {str(k): int(v) for k, v in dict(state["lengths"]).items()}
+                groups = {str(k): str(v) for k, v in dict(state["groups"]).items()}
+                matches = matches and groups.keys() == lengths.keys()
             except (KeyError, TypeError, ValueError):
                 matches = False
             if matches:
-                self._lengths = lengths
+                self._lengths, self._groups = lengths, groups
                 self._total = sum(lengths.values())
                 self._delta.clear()
                 return True
-        self._rebuild(texts.items() if isinstance(texts, Mapping) else texts())
+        triples = ((d, t, g) for d, (t, g) in texts.items()) if isinstance(texts, Mapping) else texts()
+        self._rebuild(triples)
         return False
 
-    def _rebuild(self, pairs: Iterable[tuple[str, list[str]]]) -> None:
+    def _rebuild(self, triples: Iterable[tuple[str, list[str], str]]) -> None:
         self._writer.delete_all_documents()
-        self._lengths, self._total, self._delta = {}, 0, {}
-        for doc, tokens in pairs:
+        self._lengths, self._groups, self._total, self._delta = {}, {}, 0, {}
+        for doc, tokens, group in triples:
             self._lengths[doc] = len(tokens)
+            self._groups[doc] = group
             self._total += len(tokens)
             self._delta[doc] = list(tokens)
         self.commit(force=True)  # one commit: the deletion of everything and the documents again
@@ -196,21 +224,38 @@ class KeywordIndex:
         shutil.rmtree(path, ignore_errors=True)
 
     # -- search ---------------------------------------------------------------------------------
-    def top(self, tokens: list[str], k: int, ok: Callable[[str], bool]) -> list[tuple[str, float]]:
-        """The ``k`` best ``(doc, BM25)`` that ``ok`` passes, best first, ties by document."""
+    def top(
+        self, tokens: list[str], k: int, ok: Callable[[str], bool], groups: Collection[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """The ``k`` best ``(doc, BM25)`` of ``groups`` (None: all) that ``ok`` passes, best first, ties
+        by document. The groups are a filter of the query itself, so a search confined to a few
+        groups does not fetch and refuse the documents of the others."""
         counts = Counter(tokens)
         if k <= 0 or not self._lengths or not counts:
             return []
         if len(self._delta) >= self.commit_at_search:
             self.commit()  # one commit now costs less than scoring this delta by hand on every search
         searcher = self._index.searcher()
-        found = {doc: score for doc, score in self._delta_scores(counts, searcher).items() if ok(doc)}
+        in_groups = self._groups
+        found = {
+            doc: score
+            for doc, score in self._delta_scores(counts, searcher).items()
+            if (groups is None or in_groups[doc] in groups) and ok(doc)
+        }
         query = tantivy.Query.boolean_query(
             [
                 (tantivy.Occur.Should, tantivy.Query.boost_query(tantivy.Query.term_query(self._schema, "body", t), qtf))
                 for t, qtf in sorted(counts.items())
             ]
         )
+        if groups is not None:
+            if not groups:
+                return []
+            confine = tantivy.Query.term_set_query(self._schema, "group", sorted(groups))
+            # the group filter adds nothing to a score: BM25 of the words alone, as without it
+            query = tantivy.Query.boolean_query(
+                [(tantivy.Occur.Must, query), (tantivy.Occur.Must, tantivy.Query.const_score_query(confine, 0.0))]
+            )
         delta = self._delta  # their bulk copies are stale or gone: skipped, the loop asks wider if need be
         names: dict[tuple[int, int], str] = {}
         limit = k + 16  # the k-th best is then almost always above the last hit: one round

@@ -153,6 +153,53 @@ def test_a_search_the_forest_would_answer_by_examining_everything_scores_every_v
     assert top[0][0] == "new" and "k17" not in dict(top)
 
 
+@pytest.mark.parametrize("n_trees", [2, 64])  # 2 trees: the forest answers; 64: every search is a scan
+def test_groups_confine_a_search_and_the_filter_is_never_asked_about_other_groups(n_trees: int) -> None:
+    data = _data(400)
+    index = VectorIndex(32, n_trees=n_trees, search_k_per_result=1)
+    for i, v in enumerate(data):
+        index.add(f"k{i}", v, group="mine" if i % 4 == 0 else "theirs")
+    index.rebuild()
+    asked: list[str] = []
+
+    def ok(key: str) -> bool:
+        asked.append(key)
+        return True
+
+    q = data[1]  # a vector of "theirs": its neighbours are mostly theirs
+    got = index.search(q, 10, allow=ok, groups={"mine"})
+    want = [i for i in _exact(data, q, 400) if i % 4 == 0][:10]
+    assert [int(k[1:]) for k, _ in got] == want or n_trees == 2  # the forest is approximate
+    assert len(got) == 10 and all(int(k[1:]) % 4 == 0 for k, _ in got)
+    assert asked and all(int(k[1:]) % 4 == 0 for k in asked)
+    # a key moved to another group (its vector unchanged) is found there only
+    assert index.regroup("k1", "mine") and not index.regroup("absent", "mine")
+    assert index.search(q, 1, groups={"mine"})[0][0] == "k1" and index.group_of("k1") == "mine"
+    assert "k1" not in dict(index.search(q, 10, groups={"theirs"}))
+    assert index.search(q, 5, groups={"nobody"}) == [] and index.search(q, 5, groups=set()) == []
+    assert index.search(q, 5, allow={"k1", "k2"}, groups={"theirs"}) == [("k2", pytest.approx(float(data[2] @ q)))]
+
+
+def test_groups_survive_a_save_and_an_index_saved_without_them_says_so(tmp_path: Path) -> None:
+    import msgpack
+
+    data = _data(50)
+    index = VectorIndex(32)
+    for i, v in enumerate(data):
+        index.add(f"k{i}", v, group=f"g{i % 2}")
+    index.save(tmp_path / "ix")
+    again = VectorIndex(32)
+    assert again.load(tmp_path / "ix") and not again.loaded_without_groups
+    loaded, kept = again.search(data[3], 50, groups={"g1"}), index.search(data[3], 50, groups={"g1"})
+    assert [k for k, _ in loaded] == [k for k, _ in kept] and len(kept) == 25
+    assert [s for _, s in loaded] == pytest.approx([s for _, s in kept], abs=1e-6)
+    meta = msgpack.unpackb((tmp_path / "ix" / "index.msgpack").read_bytes(), raw=False)
+    del meta["groups"]  # as an index saved before groups were kept
+    (tmp_path / "ix" / "index.msgpack").write_bytes(msgpack.packb(meta, use_bin_type=True))
+    old = VectorIndex(32)
+    assert old.load(tmp_path / "ix") and old.loaded_without_groups and old.group_of("k3") == ""
+
+
 def test_bad_vectors_are_refused_and_change_nothing() -> None:
     index = VectorIndex(4)
     index.add("a", [1, 0, 0, 0])

@@ -138,7 +138,7 @@ def test_a_reopen_uses_the_saved_index_and_a_stale_one_is_rebuilt(tmp_path: Path
     again.close()
 
     third = KeywordIndex(path)
-    assert not third.adopt(state, texts)
+    assert not third.adopt(state, {doc: (tokens, "") for doc, tokens in texts.items()})
     assert third.top(["jwt", "plan"], 10, always) == before and "d:extra" not in third
     third.close()
 
@@ -148,6 +148,45 @@ def test_damaged_files_are_rebuilt_from_the_documents(tmp_path: Path) -> None:
     path.mkdir()
     (path / "meta.json").write_text("{ not json", encoding="utf-8")
     index = KeywordIndex(path)
-    assert not index.adopt({"opstamp": 3, "lengths": {"d:1": 1}}, {"d:1": ["jwt"]})
+    assert not index.adopt({"opstamp": 3, "lengths": {"d:1": 1}}, {"d:1": (["jwt"], "")})
     assert [d for d, _ in index.top(["jwt"], 3, always)] == ["d:1"]
     index.close()
+
+
+def test_groups_confine_a_search_in_the_bulk_and_in_the_delta_without_changing_scores(tmp_path: Path) -> None:
+    index = KeywordIndex(tmp_path / "keywords", commit_after=10_000, commit_at_search=10_000)
+    for n in range(60):
+        index.add(f"d:{n:02}", [WORDS[(n + j) % len(WORDS)] for j in range(1 + n % 6)], group=f"g{n % 3}")
+    everything = index.top(["jwt", "plan"], 60, always)
+    index.commit()
+    index.add("d:new", ["jwt", "jwt", "plan"], group="g1")  # in the delta
+    index.add("d:07", ["jwt"], group="g0")  # moved from g1 to g0, in the delta
+    mine = index.top(["jwt", "plan"], 60, always, groups={"g1"})
+    assert mine and all(doc == "d:new" or (int(doc[2:]) % 3 == 1 and doc != "d:07") for doc, _ in mine)
+    assert "d:new" in dict(mine) and "d:07" not in dict(mine)
+    # the filter adds nothing to a score: the same documents score as in an unconfined search
+    unconfined = dict(index.top(["jwt", "plan"], 100, always))
+    assert all(score == unconfined[doc] for doc, score in mine)
+    assert index.top(["jwt"], 5, always, groups=set()) == [] and index.top(["jwt"], 5, always, groups={"nowhere"}) == []
+    assert len(everything) > len(mine)
+    # a state carries the groups: a reopen that adopts it still confines
+    state = index.state()  # commits the delta: tantivy's scores from here on
+    committed = index.top(["jwt", "plan"], 60, always, groups={"g1"})
+    assert {doc for doc, _ in committed} == {doc for doc, _ in mine}
+    index.close()
+    again = KeywordIndex(tmp_path / "keywords")
+    assert again.adopt(state, lambda: pytest.fail("a matching index is not rebuilt"))  # type: ignore[arg-type,return-value]
+    assert again.top(["jwt", "plan"], 60, always, groups={"g1"}) == committed
+    again.close()
+
+
+def test_a_state_of_the_format_before_groups_is_rebuilt(tmp_path: Path) -> None:
+    index = KeywordIndex(tmp_path / "keywords")
+    index.add("d:1", ["jwt"], group="g")
+    state = dict(index.state())
+    index.close()
+    old = {"opstamp": state["opstamp"], "lengths": state["lengths"]}  # what a save wrote before groups
+    again = KeywordIndex(tmp_path / "keywords")
+    assert not again.adopt(old, {"d:1": (["jwt"], "g")})
+    assert [d for d, _ in again.top(["jwt"], 3, always, groups={"g"})] == ["d:1"]
+    again.close()

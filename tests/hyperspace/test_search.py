@@ -328,3 +328,56 @@ def test_a_search_asks_about_the_documents_it_would_show_not_the_corpus() -> Non
     large, in_readable, _ = _asked_by_a_search(4_000, ["review", "decision"])
     assert len(set(large)) == len(large)  # each document once
     assert len(large) <= 1.5 * len(small) + 20 and len(large) < in_readable / 4
+
+
+def _engine_of_two_graphs(keyword_path: Path | None = None) -> object:
+    from gliding_actors.config import Config
+    from gliding_actors.hyperspace._embedders import EmbedderChain, HashEmbedder
+    from gliding_actors.hyperspace._engine import HyperspaceEngine
+
+    config = Config().hyperspace
+    engine = HyperspaceEngine(config, EmbedderChain([HashEmbedder(config.hash_dim)]), keyword_path=keyword_path)
+    for n in range(100):
+        text = "zebra quartz lantern" if n == 0 else f"ordinary cache note number {n}"
+        engine.upsert(f"n:{n}", {"summary": text}, version=1, graph="a" if n % 2 == 0 else "b")
+    return engine
+
+
+def test_a_line_moved_to_another_graph_is_found_by_the_readers_of_that_graph_only() -> None:
+    from gliding_actors.hyperspace._engine import HyperspaceEngine
+
+    engine = _engine_of_two_graphs()
+    assert isinstance(engine, HyperspaceEngine)
+    assert "n:0" not in dict(engine.search("zebra quartz lantern", 5, graphs=["b"]))
+    engine.upsert("n:0", {"summary": "zebra quartz lantern"}, version=2, graph="b")  # same text: same vector
+    (space,) = engine.spaces.values()
+    assert space.group_of("n:0") == "b"
+    assert engine.search("zebra quartz lantern", 5, graphs=["b"])[0][0] == "n:0"
+    assert "n:0" not in dict(engine.search("zebra quartz lantern", 5, graphs=["a"]))
+    # the vector ranking alone (the keyword one would find it by its words anyway)
+    assert engine._text_ranking("zebra quartz lantern", 5, None, lambda _i: True, {"b"}).items[0][0] == "n:0"
+    engine.close()
+
+
+def test_vectors_saved_before_they_had_graphs_are_put_in_their_documents_graphs_on_load(tmp_path: Path) -> None:
+    import msgpack
+
+    from gliding_actors.hyperspace._engine import HyperspaceEngine
+
+    engine = _engine_of_two_graphs(tmp_path / "kw")
+    assert isinstance(engine, HyperspaceEngine)
+    (name, space), = engine.spaces.items()
+    space.save(tmp_path / "space")
+    meta = msgpack.unpackb((tmp_path / "space" / "index.msgpack").read_bytes(), raw=False)
+    del meta["groups"]
+    (tmp_path / "space" / "index.msgpack").write_bytes(msgpack.packb(meta, use_bin_type=True))
+    saved = engine.dump_docs()
+    engine.close()
+    again = HyperspaceEngine(engine.config, engine.chain, keyword_path=tmp_path / "kw")
+    index = again.space(name, space.dim)
+    assert index.load(tmp_path / "space") and index.loaded_without_groups
+    assert again.load_docs(saved)
+    assert not index.loaded_without_groups
+    assert all(index.group_of(iri) == doc.graph for iri, doc in again.docs.items())
+    assert again.search("zebra quartz lantern", 5, graphs=["a"])[0][0] == "n:0"
+    again.close()
