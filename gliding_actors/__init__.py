@@ -1,5 +1,6 @@
 """gliding_actors: a CPU-cache-style memory for teams of LLM agents, built on actors."""
 
+from gliding_actors._progress import Progress
 from gliding_actors._version import __version__
 from gliding_actors.agent import ROLES, Agent, AsyncAgent
 from gliding_actors.clock import Clock, SystemClock, VirtualClock
@@ -24,6 +25,7 @@ from gliding_actors.errors import (
 from gliding_actors.system import MemorySystem
 
 __all__ = [
+    "ROLES",
     "ActorCrashed",
     "ActorUnavailable",
     "Agent",
@@ -40,7 +42,7 @@ __all__ = [
     "InvalidInput",
     "MemorySystem",
     "PermissionDenied",
-    "ROLES",
+    "Progress",
     "ScenarioFormatError",
     "SignatureError",
     "StorageError",

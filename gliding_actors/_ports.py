@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import threading
 
+    from gliding_actors._progress import ProgressReporter
     from gliding_actors.coherence._hosting import SnapshotBoard
     from gliding_actors.config import Config
     from gliding_actors.l0 import L0Store
@@ -53,6 +54,9 @@ class MemoryPorts(Protocol):
     @property
     def line_graphs(self) -> LineGraphs:
         """The line registry: each line's graph and version, with listeners."""
+    @property
+    def progress(self) -> ProgressReporter:
+        """Where a service reports how its long steps advance (``MemorySystem.open(progress=...)``)."""
 
     def spawn_supervised(self, name: str, factory: Callable[[], Any], *, placement: str | None = None) -> None:
         """Spawn one of the memory's actors under its supervisor."""

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gliding_actors._dataset import FORMATS
+from gliding_actors._progress import progress_bar
 from gliding_actors.errors import GlidingError, InvalidInput
 from gliding_actors.l1._archive import ARCHIVE_PREFIX, is_archive_iri, session_prefix
 from gliding_actors.roles import ROLES
@@ -64,7 +65,9 @@ def run_window(args: argparse.Namespace) -> int:
         path = Path(args.path)
         if not (path / "l0").is_dir():
             raise InvalidInput(f"no memory at {path} (a memory's directory holds l0/)")
-        with MemorySystem.open(path, runtime="sim") as memory:
+        with progress_bar(err) as draw:
+            memory = MemorySystem.open(path, runtime="sim", progress=draw)
+        with memory:
             if args.command == "export":
                 return _export(args, memory)
             return _inspect(args, memory, out)
@@ -91,7 +94,9 @@ def _import(args: argparse.Namespace, out: Console) -> int:
     if fmt is None:
         raise InvalidInput(f"cannot tell the format of {source} from its name: pass --format {'|'.join(FORMATS)}")
     text = source.read_text(encoding="utf-8")
-    with MemorySystem.open(args.path, runtime="sim") as memory:
+    with progress_bar(Console(stderr=True)) as draw:
+        memory = MemorySystem.open(args.path, runtime="sim", progress=draw)
+    with memory:
         result = memory.import_dataset(text, fmt, role=args.role)
         memory.flush()
     if args.json:

@@ -17,7 +17,6 @@ each layer adds its actors here as it is built.
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import tempfile
 import threading
@@ -26,11 +25,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from gliding_actors._checks import check_iri, is_utf8_path
+from gliding_actors._checks import check_iri
 from gliding_actors._crashes import CrashOps
 from gliding_actors._dataset import export_lines, parse_dataset, write_lines
 from gliding_actors._expiry import SWEEPER_AGENT, ExpirySweeper, ExpiryTable
 from gliding_actors._l0_layout import check_l0_layout, record_l0_layout
+from gliding_actors._open_args import checked_open_args
+from gliding_actors._progress import ProgressFn, ProgressReporter
 from gliding_actors._reopen import rebuild_lines
 from gliding_actors._supervision import SUPERVISOR_ACTOR, Supervision, SupervisorActor
 from gliding_actors.agent import ROLES, Agent
@@ -86,7 +87,9 @@ MAX_AGENT_ID = 200
 class MemorySystem(CrashOps):
     """One memory hierarchy and the actors that serve it. Use :meth:`open`."""
 
-    def __init__(self, *, runtime: Runtime, config: Config, path: Path, owns_path: bool) -> None:
+    def __init__(
+        self, *, runtime: Runtime, config: Config, path: Path, owns_path: bool, progress: ProgressReporter | None = None
+    ) -> None:
         self._runtime = runtime
         self._config = config
         self._path = path
@@ -98,6 +101,8 @@ class MemorySystem(CrashOps):
         self._closed = False
         #: writes every agent-level op to a trace when opened with ``record=`` (docs/RECORDING.md)
         self._recorder: Recorder | None = None
+        #: tells ``MemorySystem.open(progress=...)``'s function how the long steps advance
+        self.progress = progress or ProgressReporter()
         recorded = check_l0_layout(path, config)
         self._l0 = L0Store(str(path / "l0"), clock=runtime.clock, config=config.l0)
         try:
@@ -122,7 +127,7 @@ class MemorySystem(CrashOps):
             self.line_graphs.version_of,
             config.runtime.ask_timeout_s,
         )
-        rebuild_lines(self._l0, self.graph, self.line_graphs, self.expiry.table)  # from what L0 holds
+        rebuild_lines(self._l0, self.graph, self.line_graphs, self.expiry.table, self.progress)  # from L0
         self.board = SnapshotBoard()
         #: the counters behind stats() (gliding_actors/metrics); tokens in the context layer's counter
         self.counters = SystemCounters(get_counter(config.context.counter))
@@ -211,6 +216,7 @@ class MemorySystem(CrashOps):
         trace: int = 0,
         record: str | Path | None = None,
         address: str | None = None,
+        progress: ProgressFn | None = None,
     ) -> MemorySystem:
         """Open (or create) a memory at ``path``; a temporary directory when None.
 
@@ -229,30 +235,13 @@ class MemorySystem(CrashOps):
         ``address`` is the cluster to join (``host:port``); without it a
         process already connected to Ray uses that connection, else a local
         one-node cluster on 127.0.0.1 is started and stopped with the memory.
+        ``progress`` is called with a :class:`Progress` as the long steps of
+        opening a large memory advance (gliding_actors/_progress.py).
         """
-        for name, where in (("path", path), ("record", record)):
-            if where is not None and (not isinstance(where, (str, os.PathLike)) or not is_utf8_path(str(where))):
-                raise InvalidInput(f"{name} is a path (str or Path, UTF-8, not empty, no NUL) or None, not {show(where)}")
-        if clock is not None and not isinstance(clock, Clock):
-            raise InvalidInput(f"clock is a Clock (an object with now()), not {show(clock)}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise InvalidInput(f"seed is an integer, not {show(seed)}")
-        if isinstance(trace, bool) or not isinstance(trace, int) or trace < 0:
-            raise InvalidInput(f"trace is a number of messages (an integer >= 0), not {show(trace)}")
-        if config is None:
-            cfg = Config()
-        elif isinstance(config, Config):
-            cfg = config
-        elif isinstance(config, Mapping):
-            cfg = Config.from_dict(config)
-        else:
-            raise InvalidInput(f"config must be a Config or a mapping, not {type(config).__name__}")
-        if address is not None and runtime != "ray":
-            raise InvalidInput(f"address names a Ray cluster: it is for runtime='ray', not {show(runtime)}")
-        if runtime == "ray" and not (cfg.l0.sharded and cfg.l3.framers):
-            # A shard on another node cannot reach this process's LevelDB, and
-            # L3's pool reaches the nodes through its framers.
-            cfg = cfg.merged({"l0": {"sharded": True}, "l3": {"framers": True}})
+        cfg, reporter = checked_open_args(
+            path=path, config=config, runtime=runtime, clock=clock, seed=seed, trace=trace, record=record,
+            address=address, progress=progress,
+        )
         if runtime == "sim" and clock is None:
             clock = VirtualClock()
         rt = create_runtime(
@@ -270,7 +259,7 @@ class MemorySystem(CrashOps):
                 raise InvalidInput(f"cannot use {where} as the memory's directory: {exc}") from exc
             owns = False
         try:
-            system = cls(runtime=rt, config=cfg, path=where, owns_path=owns)
+            system = cls(runtime=rt, config=cfg, path=where, owns_path=owns, progress=reporter)
         except BaseException:
             rt.shutdown()
             raise

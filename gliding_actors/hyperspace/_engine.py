@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 import numpy as np
 
+from gliding_actors._progress import ProgressReporter
 from gliding_actors.errors import EmbeddingError, InvalidInput, show
 from gliding_actors.hyperspace._embedders import EmbedderChain, Matrix
 from gliding_actors.hyperspace._importance import ImportanceRule, Use
@@ -659,9 +660,10 @@ class HyperspaceEngine:
         )
         return packed
 
-    def load_docs(self, data: bytes) -> bool:
+    def load_docs(self, data: bytes, progress: ProgressReporter | None = None) -> bool:
         """Restore documents (the vector spaces are loaded separately) and the filters' sets; True when
-        the keyword index on disk is the one saved with them, else it is rebuilt from their texts."""
+        the keyword index on disk is the one saved with them, else it is rebuilt from their texts
+        (``progress`` hears of that as ``keywords``)."""
         saved = msgpack.unpackb(data, raw=False)
         rows, keywords = (saved, None) if isinstance(saved, list) else (saved["docs"], saved.get("keywords"))
         for row in rows:
@@ -676,7 +678,15 @@ class HyperspaceEngine:
                 for iri, doc in docs.items():
                     index.regroup(iri, doc.graph)
                 index.loaded_without_groups = False
-        return self.keywords.adopt(keywords, lambda: ((iri, words(d.text), d.graph) for iri, d in docs.items()))
+        reporter = progress or ProgressReporter()
+        reused = self.keywords.adopt(
+            keywords,
+            lambda: ((iri, words(d.text), d.graph) for iri, d in docs.items()),
+            lambda done: reporter.report("keywords", done, len(docs)),
+        )
+        if not reused:
+            reporter.report("keywords", len(docs), len(docs))
+        return reused
 
     def close(self) -> None:
         """Let go of the files this engine holds open (the keyword index's writer)."""

@@ -178,13 +178,15 @@ class KeywordIndex:
         self,
         state: Mapping[str, Any] | None,
         texts: Mapping[str, tuple[list[str], str]] | Callable[[], Iterable[tuple[str, list[str], str]]],
+        progress: Callable[[int], None] | None = None,
     ) -> bool:
         """Take the documents of a saved :meth:`state`; True when the tantivy files match it.
 
         When they do not (no state, a commit after the save, damaged files, a
         state of an older format), the index is rebuilt from ``texts`` (``doc
         -> (tokens, group)``, or a function giving ``(doc, tokens, group)``):
-        slower, and only after a crash, a first open or an upgrade.
+        slower, and only after a crash, a first open or an upgrade; ``progress`` is
+        told how many documents it has put back so far.
         """
         if state is not None:
             try:
@@ -200,13 +202,15 @@ class KeywordIndex:
                 self._delta.clear()
                 return True
         triples = ((d, t, g) for d, (t, g) in texts.items()) if isinstance(texts, Mapping) else texts()
-        self._rebuild(triples)
+        self._rebuild(triples, progress)
         return False
 
-    def _rebuild(self, triples: Iterable[tuple[str, list[str], str]]) -> None:
+    def _rebuild(self, triples: Iterable[tuple[str, list[str], str]], progress: Callable[[int], None] | None) -> None:
         self._writer.delete_all_documents()
         self._lengths, self._groups, self._total, self._delta = {}, {}, 0, {}
         for doc, tokens, group in triples:
+            if progress is not None:
+                progress(len(self._lengths))
             self._lengths[doc] = len(tokens)
             self._groups[doc] = group
             self._total += len(tokens)

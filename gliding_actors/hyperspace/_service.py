@@ -116,8 +116,9 @@ class HyperspaceService:
         #: texts the worker could not embed with any embedder: (iri, digest)
         self._refused: list[tuple[str | None, str]] = []
         self._embedder: threading.Thread | None = None
-        #: texts queued for the worker or in its hands (under ``_lock``)
+        #: texts queued for the worker or in its hands, and texts it has finished (under ``_lock``)
         self._unfinished = 0
+        self._finished = 0
         self._closed = False
         #: forests installed by the worker, and rebuild failures (kept, never raised on a writer)
         self.rebuild_errors: list[str] = []
@@ -263,12 +264,15 @@ class HyperspaceService:
             by_digest = {digest: (space, vector) for space, digest, vector in done}
             with self._lock:
                 self._unfinished -= len(batch)
+                self._finished += len(batch)
+                finished, total = self._finished, self._finished + self._unfinished
                 for iri, digest, _text in batch:
                     if digest in by_digest:
                         space, vector = by_digest[digest]
                         self._embedded.append((space, iri, digest, vector))
                     else:
                         self._refused.append((iri, digest))
+            self._memory.progress.report("embeddings", finished, total)
 
     def _queue_embedding(self, jobs: Sequence[tuple[str | None, str, str]]) -> None:
         with self._lock:
@@ -546,7 +550,7 @@ class HyperspaceService:
             for name, dim in manifest.items():
                 index = self.engine.space(str(name), int(dim))
                 index.load(self._space_dir(str(name)))
-            reused = self.engine.load_docs(docs_file.read_bytes())
+            reused = self.engine.load_docs(docs_file.read_bytes(), self._memory.progress)
             self.keyword_index = "reused" if reused else "rebuilt"
             structure = self.path / "structure.bin"
             if structure.is_file():

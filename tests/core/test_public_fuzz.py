@@ -152,7 +152,7 @@ def test_every_public_method_of_the_memory_refuses_bad_arguments_with_typed_erro
 
 def test_opening_a_memory_refuses_bad_arguments_with_typed_errors(tmp_path: Any) -> None:
     untyped: list[str] = []
-    for parameter in ("path", "config", "runtime", "clock", "seed", "trace", "record", "address"):
+    for parameter in ("path", "config", "runtime", "clock", "seed", "trace", "record", "address", "progress"):
         for bad in HOSTILE:
             try:
                 args: dict[str, Any] = {"path": tmp_path / "m", "runtime": "sim", parameter: bad}
