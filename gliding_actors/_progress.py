@@ -104,10 +104,10 @@ def progress_bar(console: Console) -> Iterator[ProgressFn]:
     the console is not a terminal); the bars go when the block ends, and later reports are dropped."""
     with RichProgress(console=console, transient=True, disable=not console.is_terminal) as bar:
         tasks: dict[str, TaskID] = {}
-        open_ = [True]
+        ended = threading.Event()
 
         def draw(progress: Progress) -> None:
-            if not open_[0]:
+            if ended.is_set():
                 return
             task = tasks.get(progress.stage)
             if task is None:
@@ -117,4 +117,4 @@ def progress_bar(console: Console) -> Iterator[ProgressFn]:
         try:
             yield draw
         finally:
-            open_[0] = False
+            ended.set()

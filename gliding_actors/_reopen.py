@@ -34,8 +34,7 @@ def rebuild_lines(
     done = 0
     for entry in l0.query():
         done += 1
-        if reporter.active:
-            reporter.report("lines", done, max(total, done))
+        reporter.report("lines", done, max(total, done))
         if is_archive_iri(entry.iri):
             continue
         named = entry.named_graph or default

@@ -679,14 +679,11 @@ class HyperspaceEngine:
                     index.regroup(iri, doc.graph)
                 index.loaded_without_groups = False
         reporter = progress or ProgressReporter()
-        reused = self.keywords.adopt(
+        return self.keywords.adopt(
             keywords,
             lambda: ((iri, words(d.text), d.graph) for iri, d in docs.items()),
             lambda done: reporter.report("keywords", done, len(docs)),
         )
-        if not reused:
-            reporter.report("keywords", len(docs), len(docs))
-        return reused
 
     def close(self) -> None:
         """Let go of the files this engine holds open (the keyword index's writer)."""

@@ -209,12 +209,12 @@ class KeywordIndex:
         self._writer.delete_all_documents()
         self._lengths, self._groups, self._total, self._delta = {}, {}, 0, {}
         for doc, tokens, group in triples:
-            if progress is not None:
-                progress(len(self._lengths))
             self._lengths[doc] = len(tokens)
             self._groups[doc] = group
             self._total += len(tokens)
             self._delta[doc] = list(tokens)
+            if progress is not None:
+                progress(len(self._lengths))
         self.commit(force=True)  # one commit: the deletion of everything and the documents again
 
     def close(self) -> None:
@@ -235,7 +235,7 @@ class KeywordIndex:
         by document. The groups are a filter of the query itself, so a search confined to a few
         groups does not fetch and refuse the documents of the others."""
         counts = Counter(tokens)
-        if k <= 0 or not self._lengths or not counts:
+        if k <= 0 or not self._lengths or not counts or (groups is not None and not groups):
             return []
         if len(self._delta) >= self.commit_at_search:
             self.commit()  # one commit now costs less than scoring this delta by hand on every search
@@ -253,8 +253,6 @@ class KeywordIndex:
             ]
         )
         if groups is not None:
-            if not groups:
-                return []
             confine = tantivy.Query.term_set_query(self._schema, "group", sorted(groups))
             # the group filter adds nothing to a score: BM25 of the words alone, as without it
             query = tantivy.Query.boolean_query(
