@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gliding_actors._heap import trim_heap
 from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.coherence._hosting import LINE_CHANGED, unpack_value
 from gliding_actors.errors import EmbeddingError, GlidingError, InvalidInput, Timeout, show
@@ -504,6 +505,7 @@ class HyperspaceService:
             try:
                 index.install(build_forest(index.begin_rebuild()))
                 index.save(self._space_dir(name))
+                trim_heap()  # the snapshot, the build and the save were freed: give their pages back
             except Exception as exc:  # noqa: BLE001 - kept and reported; the delta still answers exactly
                 self.rebuild_errors.append(f"{name}: {exc}")
             finally:

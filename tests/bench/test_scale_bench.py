@@ -50,7 +50,8 @@ def test_the_report_has_every_ratio_of_the_targets(tmp_path: Path, monkeypatch: 
     assert report["lines"]["60"]["lines"] == 60 and report["turns"]["18"]["turns"] == 18
     assert report["first_search"]["writes"] == 30
     for key in ("search_p50_ratio_60_vs_20", "context_p50_ratio_60_vs_20", "context_p50_ratio_18_turns_vs_6",
-                "reopen_s_60", "reopen_ratio_60_vs_20", "rss_kb_per_line_60", "first_search_after_1k_writes_s"):
+                "reopen_s_60", "reopen_ratio_60_vs_20", "rss_kb_per_line_60", "rss_kb_per_line_after_queries_60",
+                "first_search_after_1k_writes_s"):
         assert isinstance(report[key], float) and report[key] >= 0, key
     small, large = report["lines"]["20"], report["lines"]["60"]
     assert report["search_p50_ratio_60_vs_20"] == round(large["search_p50_ms"] / small["search_p50_ms"], 2)

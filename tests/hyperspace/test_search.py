@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gliding_actors._heap import trim_heap
 from gliding_actors.errors import InvalidInput
 from gliding_actors.hyperspace import SearchFilters, parse_filters
 from gliding_actors.scenario._replay import load_and_replay
@@ -217,7 +218,16 @@ def test_the_engine_is_saved_on_close_and_reconciled_with_l0_on_open(tmp_path: P
         reopened.close()
 
 
-def test_background_rebuilds_on_threads(tmp_path: Path) -> None:
+def test_background_rebuilds_on_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gliding_actors.hyperspace._service as service_module
+
+    trims: list[bool] = []  # each rebuild gives the heap pages its snapshot and build freed back
+
+    def spy() -> bool:
+        trims.append(trim_heap())
+        return trims[-1]
+
+    monkeypatch.setattr(service_module, "trim_heap", spy)
     config = {"hyperspace": {"rebuild_after": 20, "embedder": "hash", "hash_dim": 32}}
     with MemorySystem.open(tmp_path / "m", config=config, runtime="threads") as m:
         pa = m.agent("pa", "PA")
@@ -230,6 +240,7 @@ def test_background_rebuilds_on_threads(tmp_path: Path) -> None:
         space = m.hyperspace.engine.spaces["hash-v1/32"]
         assert space.stats()["builds"] >= 1 and space.stats()["built"] >= 20
         assert m.hyperspace.rebuild_errors == []
+        assert len(trims) == space.stats()["builds"]
         assert pa.search("note number 44 about topic 4", 1)["iris"] == ["node:44"]
 
 
