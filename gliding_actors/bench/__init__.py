@@ -37,6 +37,8 @@ SUITES: dict[str, str] = {
     "scaling": "gliding_actors.bench._scaling",
     "team": "gliding_actors.bench._team",
     "agents": "gliding_actors.bench._agents",
+    # agent-coherence and LangGraph's stores beside this project (the bench extra installs them)
+    "peers": "gliding_actors.bench._peers",
 }
 
 
