@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -166,6 +166,12 @@ class CacheController:
         self._floor = version_floor
         self._lines: dict[str, _Line] = {}
         self._tick = 0
+        # Capacity bookkeeping, kept in step with every line so a miss costs O(1), not a scan:
+        #: lines in I or on their way out (LEAVING): the only ones in ``_lines`` that take no slot
+        self._away: set[str] = set()
+        #: touched lines, least recently used first (``used`` order); never-touched ones in ``_untouched``
+        self._lru: OrderedDict[str, None] = OrderedDict()
+        self._untouched: set[str] = set()
 
     # -- public surface -----------------------------------------------------
     def handle(self, src: str, msg: Msg) -> list[tuple[str, Msg]]:
@@ -325,6 +331,7 @@ class CacheController:
         if snap["agent"] != self.agent:
             raise ValueError(f"snapshot of {snap['agent']!r} restored into {self.agent!r}")
         self._lines = {}
+        self._away, self._lru, self._untouched = set(), OrderedDict(), set()
         for iri, state, value, version, meta, needed, got, msgs, busy, rank, ops, deferred in snap[
             "lines"
         ]:
@@ -343,6 +350,12 @@ class CacheController:
                 ops=deque(ops),
                 deferred=deque((s, d) for s, d in deferred),
             )
+            self._book(iri, state)
+        for iri in sorted(self._lines, key=lambda k: self._lines[k].used):
+            if self._lines[iri].used:
+                self._lru[iri] = None
+            else:
+                self._untouched.add(iri)
         self._tick = len(self._lines)
 
     # -- internals ---------------------------------------------------------
@@ -356,14 +369,36 @@ class CacheController:
         line = self._lines.get(iri)
         if line is None:
             line = self._lines[iri] = _Line()
+            self._away.add(iri)
+            self._untouched.add(iri)
         return line
+
+    def _enter(self, iri: str, line: _Line, state: str) -> None:
+        """Move ``line`` to ``state``; every state change goes through here, for the capacity books."""
+        line.state = state
+        self._book(iri, state)
+
+    def _book(self, iri: str, state: str) -> None:
+        if state == I or state in LEAVING:
+            self._away.add(iri)
+        else:
+            self._away.discard(iri)
+
+    def _forget(self, iri: str) -> None:
+        del self._lines[iri]
+        self._away.discard(iri)
+        self._lru.pop(iri, None)
+        self._untouched.discard(iri)
 
     def _stalls(self, state: str) -> frozenset[str]:
         return _STALLS.get(state, frozenset())
 
-    def _touch(self, line: _Line) -> None:
+    def _touch(self, iri: str, line: _Line) -> None:
         self._tick += 1
         line.used = self._tick
+        self._untouched.discard(iri)
+        self._lru[iri] = None
+        self._lru.move_to_end(iri)
 
     def _settle(self, iri: str, out: Out) -> None:
         """Run the line until nothing moves: queued client ops, then deferred requests.
@@ -376,25 +411,31 @@ class CacheController:
         while self._pump(iri, line, out) | self._drain(iri, line, out):
             pass
         if line.state == I and not line.ops and not line.deferred and not line.busy:
-            del self._lines[iri]
+            self._forget(iri)
         if len(self._lines) > self.capacity:
             self._trim(out)
 
     def _held(self, but: str | None = None) -> int:
-        return sum(
-            1
-            for k, ln in self._lines.items()
-            if k != but and ln.state != I and ln.state not in LEAVING
-        )
+        """Lines taking a slot (neither I nor leaving), ``but`` not counted."""
+        held = len(self._lines) - len(self._away)
+        return held - 1 if but is not None and but in self._lines and but not in self._away else held
 
     def _victim(self, but: str | None = None) -> str | None:
-        """The least recently used line that holds a stable copy and has no op queued."""
-        idle = [
-            (ln.used, k)
-            for k, ln in self._lines.items()
-            if k != but and ln.state in (S, E, M) and not ln.ops and not ln.busy
-        ]
-        return min(idle)[1] if idle else None
+        """The least recently used line that holds a stable copy and has no op queued (ties: by IRI).
+
+        Never-touched lines count as least recent. The walk down the LRU order
+        passes only lines mid-transaction or on their way out, a handful.
+        """
+        lines = self._lines
+
+        def idle(k: str) -> bool:
+            ln = lines[k]
+            return k != but and ln.state in (S, E, M) and not ln.ops and not ln.busy
+
+        first = min((k for k in self._untouched if idle(k)), default=None)
+        if first is not None:
+            return first
+        return next((k for k in self._lru if idle(k)), None)
 
     def _trim(self, out: Out) -> None:
         """Give back lines held over capacity.
@@ -478,7 +519,7 @@ class CacheController:
         line.acks_needed, line.acks_got = None, 0
         msg = m.get_s(iri, self.agent) if kind == m.GET_S else m.get_m(iri, self.agent)
         out.append((self._dir(iri), m.with_inc(msg, self.incarnation)))
-        line.state = nxt
+        self._enter(iri, line, nxt)
 
     def _make_room(self, iri: str, line: _Line, out: Out) -> None:
         """Evict LRU idle lines until a slot is free for ``iri`` (or nothing is evictable)."""
@@ -495,13 +536,13 @@ class CacheController:
         dest = self._dir(iri)
         if line.state == S:
             out.append((dest, m.put_s(iri, self.agent)))
-            line.state = SI_A
+            self._enter(iri, line, SI_A)
         elif line.state == E:
             out.append((dest, m.put_e(iri, self.agent)))
-            line.state = EI_A
+            self._enter(iri, line, EI_A)
         elif line.state == M:
             out.append((dest, m.put_m(iri, self.agent, line.value, line.version, line.meta)))
-            line.state = MI_A
+            self._enter(iri, line, MI_A)
         else:  # pragma: no cover - callers only put stable copies
             raise ProtocolError(f"{self.agent}: cannot put {iri} in {line.state}")
 
@@ -541,7 +582,7 @@ class CacheController:
         line.ops.popleft()
         line.msgs = 0
         line.busy = False
-        self._touch(line)
+        self._touch(req["iri"], line)
         out.append((CLIENT, m.failed(req["op"], error, why)))
 
     def _write_meta(self, line: _Line, req: Msg) -> Msg:
@@ -581,9 +622,9 @@ class CacheController:
         floor = self._floor if isinstance(self._floor, int) else self._floor(iri)
         line.version = max(line.version, floor) + 1
         line.meta = meta
-        line.state = M  # E -> M is silent
+        self._enter(iri, line, M)  # E -> M is silent
         if self._write_through(meta):
-            line.state = MW_A
+            self._enter(iri, line, MW_A)
             line.busy = True
             line.msgs += 1  # the WT; the WT-Ack adds the other one
             out.append((self._dir(iri), m.wt(iri, self.agent, line.value, line.version, meta)))
@@ -596,14 +637,14 @@ class CacheController:
         result["messages"] = line.msgs
         line.msgs = 0
         line.busy = False
-        self._touch(line)
+        self._touch(req["iri"], line)
         out.append((CLIENT, m.done(req["op"], result)))
 
     def _fail(self, line: _Line, out: Out, req: Msg, current: int) -> None:
         line.ops.popleft()
         line.msgs = 0
         line.busy = False
-        self._touch(line)
+        self._touch(req["iri"], line)
         text = f"{req['t']} on {req['iri']}: expected version {req['version']}, found {current}"
         out.append((CLIENT, m.failed(req["op"], ConflictError.__name__, text)))
 
@@ -614,7 +655,7 @@ class CacheController:
             if st == IS_D:
                 line.value, line.version, line.meta = msg["value"], msg["version"], msg["meta"]
                 line.msgs += msg["n"]
-                line.state = E if msg["excl"] else S
+                self._enter(iri, line, E if msg["excl"] else S)
                 return
             if st in (IM_AD, SM_AD):
                 line.value, line.version, line.meta = msg["value"], msg["version"], msg["meta"]
@@ -625,22 +666,22 @@ class CacheController:
                         f"{self.agent}: {line.acks_got} Inv-Acks for {iri}, Data says {line.acks_needed}"
                     )
                 if line.acks_got == line.acks_needed:
-                    line.state = M
+                    self._enter(iri, line, M)
                 else:
-                    line.state = IM_A if st == IM_AD else SM_A
+                    self._enter(iri, line, IM_A if st == IM_AD else SM_A)
                 return
         elif kind == m.INV_ACK:
             if st in (IM_AD, SM_AD, IM_A, SM_A):
                 line.acks_got += 1
                 line.msgs += 1
                 if st in (IM_A, SM_A) and line.acks_got == line.acks_needed:
-                    line.state = M
+                    self._enter(iri, line, M)
                 return
         elif kind == m.INV:
             if st in (S, SM_AD, SI_A):
                 out.append((msg["req"], m.with_inc(m.inv_ack(iri, self.agent), m.inc_of(msg))))
                 line.clear_data()
-                line.state = {S: I, SM_AD: IM_AD, SI_A: II_A}[st]
+                self._enter(iri, line, {S: I, SM_AD: IM_AD, SI_A: II_A}[st])
                 return
         elif kind == m.FWD_GET_S:
             if st in (E, M, EI_A, MI_A):
@@ -655,9 +696,9 @@ class CacheController:
                 if req != home:
                     out.append((home, dict(reply)))  # the same Data, a message of its own
                 if st in (E, M):
-                    line.state = S
+                    self._enter(iri, line, S)
                 elif st in (EI_A, MI_A):
-                    line.state = SI_A
+                    self._enter(iri, line, SI_A)
                 return
         elif kind == m.FWD_GET_M:
             if st in (E, M, EI_A, MI_A):
@@ -680,19 +721,19 @@ class CacheController:
                     )
                 )
                 line.clear_data()
-                line.state = I if st in (E, M) else II_A
+                self._enter(iri, line, I if st in (E, M) else II_A)
                 return
         elif kind == m.PUT_ACK:
             if st in LEAVING:
                 line.clear_data()
-                line.state = I
+                self._enter(iri, line, I)
                 if line.busy:
                     line.msgs += 1
                 return
         elif kind == m.WT_NACK and st == MW_A and msg["version"] == line.version:
             # Home holds the write but could not make it durable: the line stays this
             # cache's dirty M copy (as a write-back would), and the write fails, typed.
-            line.state = M
+            self._enter(iri, line, M)
             line.msgs += 1
             self._refuse(
                 line, out, line.ops[0], f"{msg['iri']} v{line.version} is held but not durable: {msg['error']}",
@@ -700,7 +741,7 @@ class CacheController:
             )
             return
         elif kind == m.WT_ACK and st == MW_A and msg["version"] == line.version:
-            line.state = M
+            self._enter(iri, line, M)
             line.msgs += 1
             self._finish(
                 line,

@@ -24,7 +24,7 @@ from mutants import cache_controller, directory_controller
 
 from gliding_actors.coherence import _messages as m
 from gliding_actors.coherence import directory_shard
-from gliding_actors.coherence._states import CACHE_STABLE, READABLE
+from gliding_actors.coherence._states import CACHE_STABLE, LEAVING, READABLE
 
 CRITICAL = "critical"
 READER = "@reader"
@@ -363,6 +363,24 @@ class Net:
             for iri, line in c._lines.items():
                 if line.state in CACHE_STABLE and line.deferred:
                     self._fail(f"{a} has requests deferred on {iri} in stable {line.state}")
+            self._check_capacity_books(a, c)
+
+    def _check_capacity_books(self, agent: str, cache: Any) -> None:
+        """The cache's O(1) capacity bookkeeping says what a scan of its lines says."""
+        lines = cache._lines
+        away = {i for i, ln in lines.items() if ln.state == "I" or ln.state in LEAVING}
+        if cache._away != away:
+            self._fail(f"{agent}: lines in I or leaving are {sorted(away)}, its books say {sorted(cache._away)}")
+        if cache._held() != len(lines) - len(away):
+            self._fail(f"{agent}: holds {len(lines) - len(away)} slots, its books say {cache._held()}")
+        if set(cache._lru) | cache._untouched != set(lines) or set(cache._lru) & cache._untouched:
+            self._fail(f"{agent}: LRU order {list(cache._lru)} + untouched {cache._untouched} != lines {sorted(lines)}")
+        if [ln.used for ln in (lines[i] for i in cache._lru)] != sorted(lines[i].used for i in cache._lru):
+            self._fail(f"{agent}: LRU order {list(cache._lru)} is not the order of use")
+        idle = [(ln.used, i) for i, ln in lines.items() if ln.state in ("S", "E", "M") and not ln.ops and not ln.busy]
+        scanned = min(idle)[1] if idle else None
+        if cache._victim() != scanned:
+            self._fail(f"{agent}: the least recently used idle line is {scanned}, its books say {cache._victim()}")
 
     def check_quiescent(self) -> None:
         """With nothing in flight: stable states everywhere and directory <-> caches agreement."""

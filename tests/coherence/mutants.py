@@ -91,10 +91,10 @@ MUTATIONS: dict[str, tuple[str, list[tuple[str, str]]]] = {
         [
             (
                 (
-                    "                if line.acks_got == line.acks_needed:\n                    line.state = M\n"
+                    "                if line.acks_got == line.acks_needed:\n                    self._enter(iri, line, M)\n"
                     "                else:\n"
                 ),
-                "                if True:\n                    line.state = M\n                else:\n",
+                "                if True:\n                    self._enter(iri, line, M)\n                else:\n",
             ),
             (
                 "                return\n        elif kind == m.INV:\n",
