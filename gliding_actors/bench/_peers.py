@@ -176,7 +176,8 @@ class _LangGraph:
 
     def read(self, agent: int, key: str) -> dict[str, Any]:
         item = self._store.get(self.NAMESPACE, key)
-        return dict(item.value)
+        value: dict[str, Any] = item.value  # as stored: the other systems hand back their object too
+        return value
 
     def write(self, agent: int, key: str, value: dict[str, Any]) -> None:
         self._store.put(self.NAMESPACE, key, value)
