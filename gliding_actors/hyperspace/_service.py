@@ -117,6 +117,9 @@ class HyperspaceService:
         #: texts the worker could not embed with any embedder: (iri, digest)
         self._refused: list[tuple[str | None, str]] = []
         self._embedder: threading.Thread | None = None
+        #: each line's newest text handed to the worker and not yet embedded (under ``_lock``): any
+        #: other text of the line still queued is skipped, so a backlog costs one embedding per line
+        self._newest: dict[str, str] = {}
         #: texts queued for the worker or in its hands, and texts it has finished (under ``_lock``)
         self._unfinished = 0
         self._finished = 0
@@ -125,6 +128,9 @@ class HyperspaceService:
         self.rebuild_errors: list[str] = []
         #: searches answered (MemorySystem.stats(); written by the hyperspace actor only)
         self.searches = 0
+        #: texts the embed worker skipped: their line was rewritten while they were queued, or its
+        #: newest text already has its vector (a warm-up and the line coming home queue it twice)
+        self.superseded = 0
         #: what the open did with the keyword index on disk: ``new`` (nothing saved), ``reused``
         #: (the files the documents were saved with) or ``rebuilt`` (from the documents' texts)
         self.keyword_index = "new"
@@ -179,7 +185,8 @@ class HyperspaceService:
                     if not (self.deferred or self.lazy):
                         self.engine.warm(value)
                     elif (text := node_text(value)).strip():
-                        self._queue_embedding([(None, _digest(text), text)])
+                        # warmed for the line: a rewrite before the worker gets to it supersedes it
+                        self._queue_embedding([(iri, _digest(text), text)])
 
     def catch_up(self, *, strict: bool = True, only: str | None = None) -> int:
         """Index every pending line whose home copy is new enough; returns how many changed.
@@ -256,6 +263,16 @@ class HyperspaceService:
                     self._to_embed.put(None)  # stop after this batch
                     break
                 batch.append(more)
+            with self._lock:  # a line rewritten since it was queued: only its newest text is worth a vector
+                newest = self._newest
+                live = [job for job in batch if job[0] is None or newest.get(job[0]) == job[1]]
+                if len(live) < len(batch):
+                    self.superseded += len(batch) - len(live)
+                    self._unfinished -= len(batch) - len(live)
+                    self._finished += len(batch) - len(live)
+            batch = live
+            if not batch:
+                continue
             texts = {digest: text for _, digest, text in batch}
             try:
                 done = embed_batch(self.engine.chain, texts)
@@ -268,6 +285,8 @@ class HyperspaceService:
                 self._finished += len(batch)
                 finished, total = self._finished, self._finished + self._unfinished
                 for iri, digest, _text in batch:
+                    if iri is not None and newest.get(iri) == digest:
+                        del newest[iri]
                     if digest in by_digest:
                         space, vector = by_digest[digest]
                         self._embedded.append((space, iri, digest, vector))
@@ -278,6 +297,9 @@ class HyperspaceService:
     def _queue_embedding(self, jobs: Sequence[tuple[str | None, str, str]]) -> None:
         with self._lock:
             self._unfinished += len(jobs)
+            for iri, digest, _text in jobs:
+                if iri is not None:
+                    self._newest[iri] = digest
         for job in jobs:
             self._to_embed.put(job)
 
@@ -629,6 +651,7 @@ class HyperspaceService:
             "pending": pending,
             "rebuild_errors": list(self.rebuild_errors),
             "searches": self.searches,
+            "embeddings_superseded": self.superseded,
             "keyword_index": self.keyword_index,
         }
 

@@ -94,3 +94,22 @@ def test_on_the_simulator_only_the_text_a_search_needs_is_embedded(mode: str) ->
             assert before == 3 and m.hyperspace.engine.embedded == 3
         else:
             assert before == 0 and m.hyperspace.engine.embedded == 1
+
+
+def test_a_line_rewritten_while_queued_is_embedded_once_with_its_newest_text(server: _server.EmbeddingServer) -> None:
+    """The worker is stuck on one batch while a line is rewritten five times: only the newest text gets a vector."""
+    with MemorySystem.open(runtime="threads", config=_gated(server, embed_at_search=0, embed_batch=1)) as m:
+        pa = m.agent("pa", "PA")
+        pa.write("note:first", {"summary": "note that holds the worker at the gate"}, graph="plan")
+        pa.search("gate", 1)  # queued; the worker takes it and waits at the gate
+        for version in range(5):
+            pa.write("note:keys", {"summary": f"note keys rotated {version} times"}, graph="plan")
+            pa.search("keys", 1)  # brings the line home: each version is queued for the worker in turn
+        server.gate.set()
+        assert m.hyperspace.wait_embeddings(timeout=30)
+        embedded = [text for call in server.calls for text in call]
+        assert [t for t in embedded if "rotated" in t] == ["note keys rotated 4 times"]
+        assert m.hyperspace.stats()["embeddings_superseded"] >= 4  # each older version (and repeats of the newest)
+        found = pa.search("keys rotated", 1)
+        assert found["iris"] == ["note:keys"] and found["embedders"] == ["openai/m"]
+        assert m.hyperspace.stats()["waiting_for_vectors"] == 0
