@@ -54,6 +54,9 @@ class _StaleCopies:
     def write(self, agent: int, key: str, value: dict[str, Any]) -> None:
         self._data[key] = value
 
+    def settle(self, timeout: float) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -81,7 +84,7 @@ def test_the_checks_catch_a_memory_that_serves_stale_copies_and_loses_increments
     keys = [f"k{i}" for i in range(4)]
     broken = _StaleCopies(3, keys, tmp_path)
     tally = peers._Tally()
-    peers._slice(peers._operation(broken, keys, 0.5, tally.ledger), tally, 3, 0.2, seed=1)
+    peers._slice(peers._operation(broken, keys, 0.5, tally.ledger), broken.settle, tally, 3, 0.2, seed=1)
     assert tally.ledger.stale > 0 and tally.errors == 0
 
     monkeypatch.setattr(peers, "_factory", lambda name: _UnlockedCounter if name == "dict_lock" else "not here")
@@ -89,6 +92,15 @@ def test_the_checks_catch_a_memory_that_serves_stale_copies_and_loses_increments
     cell = peers._cell("hot_key", 4, True, tmp_path / "cell")
     assert cell["dict_lock"]["lost_updates"] > 0
     assert cell["gliding_actors"] == {"skipped": "not here"}
+
+
+def test_a_slice_is_charged_the_work_its_system_left_behind(tmp_path: Path) -> None:
+    """A system that defers work past its slice pays for it in its own ops/s, not in the next system's slice."""
+    keys = [f"k{i}" for i in range(4)]
+    behind = peers._DictLock(2, keys, tmp_path)
+    tally = peers._Tally()
+    peers._slice(peers._operation(behind, keys, 0.5, tally.ledger), lambda _timeout: time.sleep(0.4), tally, 2, 0.1, seed=1)
+    assert tally.done / tally.rates[0] >= 0.5  # the slice's time: 0.1 s of operations + 0.4 s of settling
 
 
 def test_the_report_has_every_key_and_gliding_actors_is_correct(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
