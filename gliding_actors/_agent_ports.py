@@ -11,6 +11,7 @@ from gliding_actors.runtime import Future
 if TYPE_CHECKING:
     from gliding_actors._expiry import ExpirySweeper
     from gliding_actors.clock import Clock
+    from gliding_actors.coherence._hosting import ModifyFunctions
     from gliding_actors.context._service import ContextService
     from gliding_actors.hyperspace._service import HyperspaceService
     from gliding_actors.l3._service import ProjectionService
@@ -32,6 +33,9 @@ class AgentPorts(MemoryPorts, Protocol):
     def hyperspace(self) -> HyperspaceService: ...
     @property
     def context(self) -> ContextService: ...
+    @property
+    def modify_functions(self) -> ModifyFunctions:
+        """The functions of this process's modifies in flight, which their caches find by token."""
     @property
     def expiry(self) -> ExpirySweeper:
         """The lines written with a time to live, and the sweep that deletes them when due."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgpack
@@ -171,3 +171,15 @@ def is_utf8_path(path: str) -> bool:
     except UnicodeEncodeError:
         return False
     return bool(path) and "\x00" not in path
+
+
+def line_value_check(max_bytes: int, graph_check: Callable[[str, dict[str, Any]], None]) -> Callable[[str, dict[str, Any]], None]:
+    """Every rule a written line value passes at the handle, as one function: for a value made
+    where the line is owned (a modify's), which no handle saw. Raises InvalidInput."""
+
+    def check(iri: str, value: dict[str, Any]) -> None:
+        check_object(value, "the value a modify made")
+        check_storable(iri, value, max_bytes)
+        graph_check(iri, value)
+
+    return check

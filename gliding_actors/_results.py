@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-__all__ = ["ReadResult", "WriteResult"]
+__all__ = ["ModifyResult", "ReadResult", "WriteResult"]
 
 
 class ReadResult(TypedDict):
@@ -30,6 +30,12 @@ class WriteResult(TypedDict):
     policy: str
     #: the named graph the line is in after the write (the one it was in when none was named)
     graph: str
+
+
+class ModifyResult(WriteResult):
+    """What a modify returns: a write's result and the value the function made."""
+
+    value: dict[str, Any]
 
 
 class UpdateResult(TypedDict):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from gliding_actors._agent_ports import AgentPorts
@@ -29,6 +29,7 @@ from gliding_actors._checks import (
 from gliding_actors._coordination import CoordinationOps
 from gliding_actors._operation import Call, Tracer, operation, same
 from gliding_actors._results import (
+    ModifyResult,
     ReadResult,
     UpdateResult,
     WriteResult,
@@ -49,7 +50,7 @@ from gliding_actors.llm import ExtractiveSummarizer, Summarizer, parse_answer
 from gliding_actors.roles import ROLES
 from gliding_actors.runtime import BaseFuture, CompletedFuture, Future, MappedFuture
 
-__all__ = ["MAX_VALUE_DEPTH", "ROLES", "Agent", "AgentPorts", "AsyncAgent", "ReadResult", "WriteResult"]
+__all__ = ["MAX_VALUE_DEPTH", "ROLES", "Agent", "AgentPorts", "AsyncAgent", "ModifyResult", "ReadResult", "WriteResult"]
 
 
 class Agent(CoordinationOps):
@@ -359,6 +360,56 @@ class Agent(CoordinationOps):
         return Call(sent, same, timeout)
 
     submit_cas = cas.submit
+
+    @operation
+    def modify(
+        self,
+        iri: str,
+        fn: Callable[[dict[str, Any] | None], dict[str, Any]],
+        *,
+        tags: Iterable[str] | None = None,
+        graph: str | None = None,
+        importance: float | None = None,
+        timeout: float | None = None,
+    ) -> Call[ModifyResult, ModifyResult]:
+        """Atomically replace the line's value with ``fn(value)`` (``value`` None when absent).
+
+        The cache obtains the line in M, as for a write, and calls ``fn`` there on
+        a private copy of the current value, exactly once: no other agent's write
+        can fall between the value ``fn`` saw and the one it made, so a counter
+        needs no retry loop. ``fn`` runs in this agent's cache actor, in this
+        process on every runtime (it is never pickled), while that actor waits:
+        keep it short and free of I/O and of calls into this memory. If ``fn``
+        raises, the line is unchanged and :class:`~gliding_actors.errors.ModifyFailed`
+        names its exception; a result that is not a JSON object a line may hold is
+        :class:`~gliding_actors.errors.InvalidInput`, unchanged too. Rights, tags,
+        graph and importance as :meth:`write`; returns the new version and ``value``.
+        """
+        if not callable(fn):
+            raise InvalidInput(f"modify: fn is a function of the value, not {show(fn)}", path=("fn",))
+        if importance is not None and not is_importance(importance):
+            raise InvalidInput(f"importance is a number in [0, 1] (or None: the line's), not {show(importance)}")
+        checked_iri = check_iri(iri)
+        checked_graph = check_graph(graph)
+        checked_tags = check_tags(tags)
+        intent_tag = self._system.config.prefetch.intent_tag
+        if intent_tag and intent_tag in checked_tags:
+            raise InvalidInput(f"the team's intent (tag {intent_tag!r}) is written with write, not modify")
+        self._check_may_write(checked_iri, checked_graph)
+        functions = self._system.modify_functions
+        token = functions.lend(fn)  # the message carries the token: messages are data, a function is not
+        request: dict[str, Any] = {"t": "modify", "iri": checked_iri, "fn": token, "tags": checked_tags, "graph": checked_graph}
+        if importance is not None:
+            request["importance"] = float(importance)
+        try:
+            asked = self._line_op(checked_iri, request)
+        except BaseException:
+            functions.take_back(token)
+            raise
+        asked.add_done_callback(lambda _done: functions.take_back(token))
+        return Call(self._recording(checked_iri, asked, checked_graph), same, timeout)
+
+    submit_modify = modify.submit
 
     @operation
     def delete(
@@ -814,6 +865,7 @@ class AsyncAgent:
     read = Agent.read.awaitable
     write = Agent.write.awaitable
     cas = Agent.cas.awaitable
+    modify = Agent.modify.awaitable
     delete = Agent.delete.awaitable
     update = Agent.update.awaitable
     fold = Agent.fold.awaitable

@@ -13,6 +13,7 @@ tell them apart::
     │   └── SignatureError      a skill's signature is missing, malformed, untrusted or wrong
     ├── ConflictError           a compare-and-set or fencing check lost a race
     │   └── DeadlockError       a lock wait would close a cycle in the wait-for graph
+    ├── ModifyFailed            the function a modify applies raised; nothing was changed
     ├── CycleError              a task dependency would close a cycle
     ├── Timeout                 a wait ran out of time (also a TimeoutError)
     ├── ActorUnavailable        the actor is stopped, crashed or unknown
@@ -49,6 +50,7 @@ __all__ = [
     "InvalidInput",
     "LLMError",
     "MalformedAnswer",
+    "ModifyFailed",
     "PermissionDenied",
     "ScenarioFormatError",
     "SignatureError",
@@ -128,6 +130,11 @@ class DeadlockError(ConflictError):
 
     Raised at once instead of waiting; nothing was granted or queued.
     """
+
+
+class ModifyFailed(GlidingError):
+    """The function an ``Agent.modify`` applies raised: the line is as it was, and the message
+    names the function's exception (its type and text)."""
 
 
 class CycleError(GlidingError):

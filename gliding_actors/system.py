@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from gliding_actors._checks import check_iri
+from gliding_actors._checks import check_iri, line_value_check
 from gliding_actors._crashes import CrashOps
 from gliding_actors._dataset import export_lines, parse_dataset, write_lines
 from gliding_actors._expiry import SWEEPER_AGENT, ExpirySweeper, ExpiryTable
@@ -44,6 +44,7 @@ from gliding_actors.coherence._hosting import (
     LINE_CHANGED,
     CacheActor,
     DirectoryActor,
+    ModifyFunctions,
     SnapshotBoard,
     agent_of,
     cache_name,
@@ -129,6 +130,7 @@ class MemorySystem(CrashOps):
         )
         rebuild_lines(self._l0, self.graph, self.line_graphs, self.expiry.table, self.progress)  # from L0
         self.board = SnapshotBoard()
+        self.modify_functions = ModifyFunctions()  # lent by agent handles, found by their caches
         #: the counters behind stats() (gliding_actors/metrics); tokens in the context layer's counter
         self.counters = SystemCounters(get_counter(config.context.counter))
         self.directories = tuple(f"dir:{i}" for i in range(config.coherence.directory_shards))
@@ -442,10 +444,14 @@ class MemorySystem(CrashOps):
                 may=None if role == "system" else functools.partial(permissions.allowed, role),
                 role=role,
                 version_floor=self._version_floor(),
+                check_value=line_value_check(self._config.l0.max_node_bytes, self.graph.check_value),
             )
             # Rebuilt after a crash: the directories must first forget its old copies.
             reclaim = self.directories if built > 1 else ()
-            return CacheActor(agent_id, controller, board, reclaim_from=reclaim, tally=self.counters.actor(name))
+            return CacheActor(
+                agent_id, controller, board, reclaim_from=reclaim, tally=self.counters.actor(name),
+                functions=self.modify_functions,
+            )
 
         # In the agents' own process on every backend: a read hit is a lookup in
         # the board this cache publishes to, never a message (on Ray, IN_DRIVER).

@@ -63,7 +63,14 @@ from gliding_actors.coherence._states import (
     ProtocolError,
     S,
 )
-from gliding_actors.errors import ConflictError, InvalidInput, PermissionDenied, StorageError, show
+from gliding_actors.errors import (
+    ConflictError,
+    InvalidInput,
+    ModifyFailed,
+    PermissionDenied,
+    StorageError,
+    show,
+)
 from gliding_actors.l0 import is_importance
 from gliding_actors.l2._permissions import DEFAULT_GRAPH
 
@@ -148,6 +155,7 @@ class CacheController:
         may: Callable[[str, str], bool] | None = None,
         role: str = "system",
         version_floor: int | Callable[[str], int] = 0,
+        check_value: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise InvalidInput(f"cache capacity must be an integer >= 1, not {show(capacity)}")
@@ -164,6 +172,8 @@ class CacheController:
         self._may = may
         self._role = role
         self._floor = version_floor
+        #: judges a value a modify made (raises InvalidInput), as the handle judges a written one
+        self._check_value = check_value
         self._lines: dict[str, _Line] = {}
         self._tick = 0
         # Capacity bookkeeping, kept in step with every line so a miss costs O(1), not a scan:
@@ -501,6 +511,9 @@ class CacheController:
                     # A valid copy is the latest completed write: fail now, no message.
                     self._fail(line, out, req, line.version)
                 elif line.state in (E, M):
+                    if kind == m.MODIFY and not self._modify(line, req, out):
+                        moved = True
+                        continue  # refused: nothing changed, the next op may go
                     if self._write(iri, line, req, out):
                         return True
                 elif line.state == S:
@@ -612,6 +625,29 @@ class CacheController:
     def _write_through(self, meta: Meta) -> bool:
         return meta is not None and not self.critical_tags.isdisjoint(meta["tags"])
 
+    def _modify(self, line: _Line, req: Msg, out: Out) -> bool:
+        """Make the head modify a write of ``fn(current value)``, on the line held in E/M: no other
+        write can come between the value ``fn`` saw and the one it made. ``fn`` runs once, here;
+        if it raises, or makes no value this line may hold, the op fails and nothing changes."""
+        current = None if line.value is None else _copy_json(line.value)
+        try:
+            made = req["fn"](current)
+        except Exception as exc:  # noqa: BLE001 - the caller's function: its failure is the caller's error
+            why = f"modify of {req['iri']}: the function raised {type(exc).__name__}: {exc}"
+            self._refuse(line, out, req, why, error=ModifyFailed.__name__)
+            return False
+        try:
+            if not isinstance(made, dict):
+                raise InvalidInput(f"a modify's function returns a JSON object, not {show(made)}", path=("value",))
+            if self._check_value is not None:
+                self._check_value(req["iri"], made)
+            made = _copy_json(made)  # the function may keep and change what it returned
+        except InvalidInput as exc:
+            self._refuse(line, out, req, f"modify of {req['iri']}: {exc}", error=InvalidInput.__name__)
+            return False
+        req["value"] = made
+        return True
+
     def _write(self, iri: str, line: _Line, req: Msg, out: Out) -> bool:
         """Apply the head write on an E/M line. True if it now waits for WT-Ack.
 
@@ -634,6 +670,8 @@ class CacheController:
 
     def _finish(self, line: _Line, out: Out, result: dict[str, Any]) -> None:
         req = line.ops.popleft()
+        if req["t"] == m.MODIFY:
+            result["value"] = _copy_json(req["value"])  # what the function made
         result["messages"] = line.msgs
         line.msgs = 0
         line.busy = False
@@ -791,7 +829,12 @@ def _check_request(msg: Any) -> Msg:
                 f"{kind}: 'version' must be an integer >= 0, not {show(version)}", path=("version",)
             )
         req["version"] = version
-    if kind in (m.STORE, m.CAS):
+    if kind == m.MODIFY:
+        fn = msg.get("fn")
+        if not callable(fn):
+            raise InvalidInput(f"{kind}: 'fn' must be a function of the value, not {show(fn)}", path=("fn",))
+        req["fn"] = fn
+    if kind in (m.STORE, m.CAS, m.MODIFY):
         importance = msg.get("importance")
         if importance is not None:
             if not is_importance(importance):

@@ -15,6 +15,7 @@ behaviours only translate between them and the runtime:
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -30,6 +31,7 @@ from gliding_actors.errors import (
     ConflictError,
     GlidingError,
     InvalidInput,
+    ModifyFailed,
     PermissionDenied,
     StorageError,
     show,
@@ -49,6 +51,7 @@ __all__ = [
     "LINE_CHANGED",
     "CacheActor",
     "DirectoryActor",
+    "ModifyFunctions",
     "SnapshotBoard",
     "agent_of",
     "cache_name",
@@ -127,12 +130,45 @@ class SnapshotBoard:
 
 #: the errors a controller's ``failed`` answer may name (by class name: plain data on the wire)
 _FAILURES: dict[str, type[GlidingError]] = {
-    cls.__name__: cls for cls in (ConflictError, PermissionDenied, StorageError, InvalidInput)
+    cls.__name__: cls for cls in (ConflictError, PermissionDenied, StorageError, InvalidInput, ModifyFailed)
 }
 
 
 def _error(name: str, text: str) -> GlidingError:
     return _FAILURES.get(name, InvalidInput)(text)
+
+
+class ModifyFunctions:
+    """The functions of modifies in flight, by token: a message carries the token, not the function.
+
+    Messages stay plain data (the simulator packs every one; a function is not
+    data), and a cache runs in its agents' process on every runtime, so the
+    token finds the function there. The handle lends a function before it asks
+    and takes it back when the modify is answered, whatever the answer.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lent: dict[int, Callable[[Any], Any]] = {}
+        self._next = 0
+
+    def lend(self, fn: Callable[[Any], Any]) -> int:
+        with self._lock:
+            self._next += 1
+            self._lent[self._next] = fn
+            return self._next
+
+    def get(self, token: object) -> Callable[[Any], Any] | None:
+        with self._lock:
+            return self._lent.get(token) if type(token) is int else None
+
+    def take_back(self, token: int) -> None:
+        with self._lock:
+            self._lent.pop(token, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._lent)
 
 
 class CacheActor:
@@ -175,9 +211,12 @@ class CacheActor:
         *,
         reclaim_from: tuple[str, ...] = (),
         tally: ActorTally | None = None,
+        functions: ModifyFunctions | None = None,
     ) -> None:
         self.agent = agent
         self.controller = controller
+        #: where a modify's token finds its function
+        self._functions = functions if functions is not None else ModifyFunctions()
         #: messages sent by kind and writes by policy, for MemorySystem.stats()
         self._tally = tally if tally is not None else ActorTally()
         self._view = board.view(agent)
@@ -210,8 +249,13 @@ class CacheActor:
             iri = message.get("iri") if isinstance(message, dict) else None
             if self._lost and isinstance(iri, str) and self.controller.home_of(iri) in self._lost:
                 raise ActorUnavailable(f"{self.controller.home_of(iri)}, home of {iri}, lost its process")
-            token = ctx.defer_reply()
             request = dict(message)
+            if kind == m.MODIFY:
+                fn = self._functions.get(request.get("fn"))
+                if fn is None:
+                    raise InvalidInput(f"modify of {show(iri)}: no function was lent under token {show(request.get('fn'))}")
+                request["fn"] = fn
+            token = ctx.defer_reply()
             request["op"] = token.request_id
             out = self.controller.handle(CLIENT, request)
             self._op_iri[token.request_id] = request["iri"]

@@ -109,8 +109,10 @@ STORE = "store"
 CAS = "cas"
 DELETE = "delete"
 EVICT = "evict"
-CLIENT_KINDS = frozenset({LOAD, STORE, CAS, DELETE, EVICT})
-WRITE_KINDS = frozenset({STORE, CAS, DELETE})
+#: a read-modify-write: the value is ``fn(current value)``, computed once the line is held in M
+MODIFY = "modify"
+CLIENT_KINDS = frozenset({LOAD, STORE, CAS, DELETE, EVICT, MODIFY})
+WRITE_KINDS = frozenset({STORE, CAS, DELETE, MODIFY})
 DONE = "done"
 FAILED = "failed"
 

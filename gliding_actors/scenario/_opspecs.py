@@ -250,6 +250,26 @@ _V1: tuple[OpSpec, ...] = (
         summary="compare-and-set; ConflictError when the version moved",
     ),
     _spec(
+        "modify",
+        # Added: Agent.modify with a declared edit (a scenario file holds no functions).
+        args={
+            **_args(
+                {"iri": _IRI},
+                {
+                    "set": _OBJECT,
+                    "increment": {"type": "object", "additionalProperties": {"type": "number"}},
+                    "remove": _list_of(_NONEMPTY_STR),
+                    "tags": _TAGS,
+                    "graph": _STR,
+                    "importance": {"type": "number", "minimum": 0, "maximum": 1},
+                },
+            ),
+            "anyOf": [{"required": ["set"]}, {"required": ["increment"]}, {"required": ["remove"]}],
+        },
+        results={**_WRITE_RESULTS, "value": _OBJECT},
+        summary="atomic read-modify-write at the owner: set, increment and remove fields of the current value",
+    ),
+    _spec(
         "delete",
         args=_args({"iri": _IRI}, {"version": _VERSION}),
         results={"version": _VERSION},

@@ -224,6 +224,8 @@ class Net:
         if msg["t"] == "failed":
             if msg["error"] == "PermissionDenied" and agent in self.rights and rec.kind != "load":
                 return  # judged by the agent's rights; what it changed is checked by the caller
+            if rec.kind == "modify" and msg["error"] in ("ModifyFailed", "InvalidInput"):
+                return  # its function refused the value it found: nothing was written (history unchanged)
             if rec.kind != "cas" or msg["error"] != "ConflictError":
                 self._fail(f"op {msg['op']} ({rec.kind}) failed: {msg}")
             if rec.req["version"] == latest_v:
@@ -246,7 +248,7 @@ class Net:
             if res["state"] not in ("S", "E", "M"):
                 self._fail(f"read {msg['op']} left state {res['state']}")
             self.seen[key] = v
-        elif rec.kind in ("store", "cas", "delete"):
+        elif rec.kind in ("store", "cas", "delete", "modify"):
             v = res["version"]
             if v != latest_v + 1:
                 self._fail(
@@ -256,7 +258,9 @@ class Net:
                 self._fail(
                     f"cas {msg['op']} expected v{rec.req['version']} but succeeded over v{latest_v}"
                 )
-            value = None if rec.kind == "delete" else rec.req["value"]
+            value = None if rec.kind == "delete" else rec.req["value"] if rec.kind != "modify" else res["value"]
+            if rec.kind == "modify" and res["value"] != rec.req["fn"](copy.deepcopy(_latest_value)):
+                self._fail(f"modify {msg['op']} made {res['value']!r}, not fn of the latest completed v{latest_v}")
             self.history.setdefault(iri, [None]).append(value)
             self.seen[key] = v
             tags = set(rec.req.get("tags") or [])

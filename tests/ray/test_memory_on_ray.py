@@ -14,6 +14,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,28 @@ def test_the_shards_run_one_per_node_and_the_memory_serves(
 
         # the second open is each shard's epoch 1: its writes number from 1 << 32
         assert asyncio.run(plan_and_check()) == ((1 << 32) + 1, {"status": "from a coroutine"})
+
+
+def test_modify_runs_its_function_in_the_agents_process_unpickled(
+    ray_cluster: LocalRayCluster, ray_driver: RayConnection, tmp_path: Path
+) -> None:
+    """The function holds a lock (no pickler takes one): it is lent by token, never shipped."""
+    lock, calls = threading.Lock(), []
+
+    def bump(value: dict[str, Any] | None) -> dict[str, Any]:
+        with lock:
+            calls.append(1)
+        return {"count": (value or {}).get("count", 0) + 1}
+
+    with MemorySystem.open(tmp_path, TWO_SHARDS, runtime="ray") as memory:
+        agents = [memory.agent(f"m{i}", "PA") for i in range(3)]
+        workers = [threading.Thread(target=lambda a=a: [a.modify("plan:count", bump) for _ in range(20)]) for a in agents]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=120)
+        assert agents[0].read("plan:count")["value"] == {"count": 60} and len(calls) == 60
+        assert len(memory.modify_functions) == 0
 
 
 @pytest.mark.parametrize("suite", ["coherence", "blackboard", "projection"])

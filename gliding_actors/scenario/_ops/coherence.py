@@ -10,7 +10,7 @@ value of each line, and each agent's highest version seen).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gliding_actors.coherence._hosting import CACHE_PREFIX
@@ -127,6 +127,43 @@ def _cas(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
         importance=args.get("importance"), ttl_s=args.get("ttl_s"),
     )
     return _write_like(world, step, future, args["value"])
+
+
+def declared_edit(args: Mapping[str, Any]) -> Callable[[dict[str, Any] | None], dict[str, Any]]:
+    """The function a scenario's ``modify`` declares: fields ``remove``d, then ``set``, then ``increment``ed
+    (a missing field counts from 0; one that is not a number makes the function raise, so nothing changes)."""
+    removed = list(args.get("remove") or ())
+    assigned = dict(args.get("set") or {})
+    added = dict(args.get("increment") or {})
+
+    def edit(value: dict[str, Any] | None) -> dict[str, Any]:
+        out = dict(value or {})
+        for name in removed:
+            out.pop(name, None)
+        out.update(assigned)
+        for name, by in added.items():
+            current = out.get(name, 0)
+            if isinstance(current, bool) or not isinstance(current, (int, float)):
+                raise TypeError(f"field {name!r} is {type(current).__name__}, not a number to increment")
+            out[name] = current + by
+        return out
+
+    return edit
+
+
+@implements("modify")
+def _modify(world: ReplayWorld, step: OpStep) -> Future[Mapping[str, Any]]:
+    args = step.args
+    agent = world.agent(step)
+    future = agent.submit_modify(
+        args["iri"], declared_edit(args), tags=args.get("tags"), graph=args.get("graph"), importance=args.get("importance")
+    )
+    truth = _truth(world)
+
+    def wrote(r: Mapping[str, Any]) -> None:
+        truth.wrote(agent.id, args["iri"], r["version"], r["value"], r.get("policy") == "write_through")
+
+    return _track(future, wrote)
 
 
 @implements("delete")
