@@ -19,8 +19,9 @@ operations in the same process:
 Workloads, over ``KEYS`` keys holding ~300-byte JSON objects, each of ``N``
 threads picking keys uniformly at random from its own seeded generator:
 ``90_10`` (90 % reads), ``50_50``, and ``hot_key``: every thread increments
-one counter. On the hot key this project reads and then ``cas``-es,
-retrying on a conflict; agent-coherence uses ``write_cas`` (its optimistic
+one counter. On the hot key this project uses ``modify`` (its atomic
+read-modify-write: the owner's cache applies the increment, no retry);
+agent-coherence uses ``write_cas`` (its optimistic
 read-modify-write), or a plain write by an agent that holds the counter in E
 or M (which ``write_cas`` refuses); the dict locks.
 LangGraph's stores have no atomic read-modify-write, so they are not run
@@ -301,17 +302,8 @@ class _Gliding:
         self._agents[agent].write(_iri(key), value)
 
     def increment(self, agent: int) -> int:
-        from gliding_actors.errors import ConflictError
-
-        me, failed = self._agents[agent], 0
-        while True:
-            got = me.read(_iri(HOT))
-            assert got["value"] is not None
-            try:
-                me.cas(_iri(HOT), got["version"], {"count": got["value"]["count"] + 1})
-                return failed
-            except ConflictError:
-                failed += 1
+        self._agents[agent].modify(_iri(HOT), _plus_one)
+        return 0  # applied where the line is owned: nothing to retry
 
     def count(self) -> int:
         value = self._agents[0].read(_iri(HOT))["value"]
@@ -326,6 +318,11 @@ class _Gliding:
 
     def close(self) -> None:
         self._memory.close()
+
+
+def _plus_one(value: dict[str, Any] | None) -> dict[str, Any]:
+    assert value is not None
+    return {"count": value["count"] + 1}
 
 
 def _iri(key: str) -> str:
