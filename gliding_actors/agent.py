@@ -269,8 +269,7 @@ class Agent(CoordinationOps):
         """Validate a write once (IRI, JSON object, JSON-LD, tags, graph, importance, time to live,
         permission), then send it to the cache, recording where the line lands and when it
         expires; raises before anything is sent."""
-        if importance is not None and not is_importance(importance):
-            raise InvalidInput(f"importance is a number in [0, 1] (or None: the line's), not {show(importance)}")
+        _check_importance(importance)
         ttl = check_ttl(ttl_s)
         checked_iri = check_iri(iri)
         checked_value = check_object(value, "a line's value")
@@ -387,8 +386,7 @@ class Agent(CoordinationOps):
         """
         if not callable(fn):
             raise InvalidInput(f"modify: fn is a function of the value, not {show(fn)}", path=("fn",))
-        if importance is not None and not is_importance(importance):
-            raise InvalidInput(f"importance is a number in [0, 1] (or None: the line's), not {show(importance)}")
+        _check_importance(importance)
         checked_iri = check_iri(iri)
         checked_graph = check_graph(graph)
         checked_tags = check_tags(tags)
@@ -947,3 +945,9 @@ class AsyncAgent:
 
     def __repr__(self) -> str:
         return f"<AsyncAgent {self._agent.id!r} role={self._agent.role}>"
+
+
+def _check_importance(importance: object) -> None:
+    """A write's or modify's ``importance``: None (keep the line's) or a number in [0, 1]."""
+    if importance is not None and not is_importance(importance):
+        raise InvalidInput(f"importance is a number in [0, 1] (or None: the line's), not {show(importance)}")

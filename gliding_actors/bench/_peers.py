@@ -136,7 +136,14 @@ class _Counter(_System, Protocol):
     def count(self) -> int: ...
 
 
-class _DictLock:
+class _NothingBehind:
+    """A peer whose calls leave no work running once they return: its slice settles at once."""
+
+    def settle(self, timeout: float) -> None:
+        pass
+
+
+class _DictLock(_NothingBehind):
     def __init__(self, agents: int, keys: list[str], root: Path) -> None:
         self._lock = threading.Lock()
         self._data: dict[str, dict[str, Any]] = {k: _value(k, 0, -1) for k in keys}
@@ -158,14 +165,11 @@ class _DictLock:
     def count(self) -> int:
         return int(self._data[HOT]["count"])
 
-    def settle(self, timeout: float) -> None:
-        pass  # nothing runs behind its calls
-
     def close(self) -> None:
         pass
 
 
-class _LangGraph:
+class _LangGraph(_NothingBehind):
     NAMESPACE = ("bench", "peers")
 
     def __init__(self, agents: int, keys: list[str], root: Path, *, sqlite: bool) -> None:
@@ -194,15 +198,12 @@ class _LangGraph:
     def write(self, agent: int, key: str, value: dict[str, Any]) -> None:
         self._store.put(self.NAMESPACE, key, value)
 
-    def settle(self, timeout: float) -> None:
-        pass  # nothing runs behind its calls
-
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
 
 
-class _AgentCoherence:
+class _AgentCoherence(_NothingBehind):
     def __init__(self, agents: int, keys: list[str], root: Path) -> None:
         from ccs.adapters.base import CoherenceAdapterCore
 
@@ -274,9 +275,6 @@ class _AgentCoherence:
         with self._lock:
             got = self._core.read(agent_name=self._names[0], artifact_id=self._ids[HOT], now_tick=self._now())
         return int(json.loads(got.content)["count"])
-
-    def settle(self, timeout: float) -> None:
-        pass  # nothing runs behind its calls
 
     def close(self) -> None:
         pass

@@ -340,8 +340,8 @@ class HyperspaceEngine:
         self._new_waiting.clear()
         return fresh
 
-    def install(self, space: str, rows: Iterable[tuple[str | None, str, Matrix]]) -> int:
-        """Vectors computed elsewhere: ``(iri or None, text digest, vector)`` in ``space``.
+    def install(self, space: str, rows: Iterable[tuple[str, str, Matrix]]) -> int:
+        """Vectors computed elsewhere: ``(iri, text digest, vector)`` in ``space``.
 
         Each is remembered by digest (a later write of the same text costs
         nothing); a document still waiting for exactly that text gets it. A
@@ -351,7 +351,7 @@ class HyperspaceEngine:
         got = 0
         for iri, digest, vector in rows:
             self._remember(space, digest, vector)
-            if iri is None or self.waiting.get(iri) != digest:
+            if self.waiting.get(iri) != digest:
                 continue
             self.space(space, int(vector.shape[0])).add(iri, vector, self.docs[iri].graph)
             self.docs[iri].space = space

@@ -110,12 +110,12 @@ class HyperspaceService:
         #: texts wait until a search (or a catch-up request) needs them, then are embedded on the
         #: actor's turn: only a line's newest text is ever embedded, and a replay stays deterministic
         self.lazy = mode == "search" or (mode == "auto" and deterministic)
-        #: ``(iri or None, digest, text)`` for the embed worker; None stops it
-        self._to_embed: queue.Queue[tuple[str | None, str, str] | None] = queue.Queue()
+        #: ``(iri, digest, text)`` for the embed worker; None stops it
+        self._to_embed: queue.Queue[tuple[str, str, str] | None] = queue.Queue()
         #: vectors the worker made, installed by the actor at its next catch-up: (space, iri, digest, vector)
-        self._embedded: list[tuple[str, str | None, str, Any]] = []
+        self._embedded: list[tuple[str, str, str, Any]] = []
         #: texts the worker could not embed with any embedder: (iri, digest)
-        self._refused: list[tuple[str | None, str]] = []
+        self._refused: list[tuple[str, str]] = []
         self._embedder: threading.Thread | None = None
         #: each line's newest text handed to the worker and not yet embedded (under ``_lock``): any
         #: other text of the line still queued is skipped, so a backlog costs one embedding per line
@@ -265,7 +265,7 @@ class HyperspaceService:
                 batch.append(more)
             with self._lock:  # a line rewritten since it was queued: only its newest text is worth a vector
                 newest = self._newest
-                live = [job for job in batch if job[0] is None or newest.get(job[0]) == job[1]]
+                live = [job for job in batch if newest.get(job[0]) == job[1]]
                 if len(live) < len(batch):
                     self.superseded += len(batch) - len(live)
                     self._unfinished -= len(batch) - len(live)
@@ -285,7 +285,7 @@ class HyperspaceService:
                 self._finished += len(batch)
                 finished, total = self._finished, self._finished + self._unfinished
                 for iri, digest, _text in batch:
-                    if iri is not None and newest.get(iri) == digest:
+                    if newest.get(iri) == digest:
                         del newest[iri]
                     if digest in by_digest:
                         space, vector = by_digest[digest]
@@ -294,12 +294,11 @@ class HyperspaceService:
                         self._refused.append((iri, digest))
             self._memory.progress.report("embeddings", finished, total)
 
-    def _queue_embedding(self, jobs: Sequence[tuple[str | None, str, str]]) -> None:
+    def _queue_embedding(self, jobs: Sequence[tuple[str, str, str]]) -> None:
         with self._lock:
             self._unfinished += len(jobs)
             for iri, digest, _text in jobs:
-                if iri is not None:
-                    self._newest[iri] = digest
+                self._newest[iri] = digest
         for job in jobs:
             self._to_embed.put(job)
 
@@ -349,8 +348,7 @@ class HyperspaceService:
         for space, iri, digest, vector in done:
             engine.install(space, [(iri, digest, vector)])
         for iri, digest in refused:
-            if iri is not None:
-                engine.refuse(iri, digest)
+            engine.refuse(iri, digest)
         if done:
             self._maybe_rebuild()
 
