@@ -8,12 +8,14 @@ L1's archived turns are L0-only nodes, not lines, and are left out.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from gliding_actors._expiry import ExpiryTable
 from gliding_actors._progress import ProgressReporter
 from gliding_actors.coherence._home import EXPIRES_AT
 from gliding_actors.l0 import L0Store
 from gliding_actors.l1 import is_archive_iri
-from gliding_actors.l2._graph import GraphStore
+from gliding_actors.l2._graph import GraphNode, GraphStore
 from gliding_actors.l2._registry import LineGraphs
 
 __all__ = ["rebuild_lines"]
@@ -26,20 +28,24 @@ def rebuild_lines(
     expiry: ExpiryTable,
     progress: ProgressReporter | None = None,
 ) -> None:
-    """Put every line L0 holds into ``graph``, ``line_graphs`` and (when it expires) ``expiry``;
-    ``progress`` hears of it as ``lines`` (L0's nodes gone through, of all it holds)."""
+    """Put every line L0 holds into ``graph`` (which holds none yet), ``line_graphs`` and (when it
+    expires) ``expiry``; ``progress`` hears of it as ``lines`` (L0's nodes gone through, of all it holds)."""
     default = line_graphs.default_graph
     reporter = progress or ProgressReporter()
     total = l0.count() if reporter.active else 0  # a key-only scan: paid only for someone watching
-    done = 0
-    for entry in l0.query():
-        done += 1
-        reporter.report("lines", done, max(total, done))
-        if is_archive_iri(entry.iri):
-            continue
-        named = entry.named_graph or default
-        graph.put_node(entry.iri, entry.content, named, entry.version, tuple(entry.tags), entry.importance)
-        line_graphs.record(entry.iri, named, entry.version)
-        if EXPIRES_AT in entry.metadata:
-            expiry.note(entry.iri, entry.version, float(entry.metadata[EXPIRES_AT]))
-    reporter.report("lines", done, done)  # the last report says it ended (nodes deleted meanwhile)
+
+    def lines() -> Iterator[GraphNode]:
+        done = 0
+        for entry in l0.query():
+            done += 1
+            reporter.report("lines", done, max(total, done))
+            if is_archive_iri(entry.iri):
+                continue
+            named = entry.named_graph or default
+            yield GraphNode(entry.iri, entry.content, named, entry.version, tuple(entry.tags), entry.importance)
+            line_graphs.record(entry.iri, named, entry.version)
+            if EXPIRES_AT in entry.metadata:
+                expiry.note(entry.iri, entry.version, float(entry.metadata[EXPIRES_AT]))
+        reporter.report("lines", done, done)  # the last report says it ended (nodes deleted meanwhile)
+
+    graph.load_nodes(lines())

@@ -29,6 +29,7 @@ from gliding_actors._checks import check_iri, line_value_check
 from gliding_actors._crashes import CrashOps
 from gliding_actors._dataset import export_lines, parse_dataset, write_lines
 from gliding_actors._expiry import SWEEPER_AGENT, ExpirySweeper, ExpiryTable
+from gliding_actors._gc_pause import collection_paused
 from gliding_actors._l0_layout import check_l0_layout, record_l0_layout
 from gliding_actors._open_args import checked_open_args
 from gliding_actors._progress import ProgressFn, ProgressReporter
@@ -261,7 +262,8 @@ class MemorySystem(CrashOps):
                 raise InvalidInput(f"cannot use {where} as the memory's directory: {exc}") from exc
             owns = False
         try:
-            system = cls(runtime=rt, config=cfg, path=where, owns_path=owns, progress=reporter)
+            with collection_paused():  # a large memory's rebuild is a burst of acyclic objects
+                system = cls(runtime=rt, config=cfg, path=where, owns_path=owns, progress=reporter)
         except BaseException:
             rt.shutdown()
             raise

@@ -407,6 +407,52 @@ class GraphStore:
         number in [0, 1]: the one the version's writer gave) rides along too.
         """
         self._open()
+        graph_node, kept_tags = self._checked(iri, graph, version, tags, importance)
+        old = self._nodes.get(iri)
+        if old is not None and version < old.version:
+            return False
+        entry = self._entry(iri, value, graph, graph_node, version, kept_tags, importance)
+        # Nothing has changed so far; the RDF transaction is the only step that
+        # can still fail, and it either commits whole or not at all.
+        self._replace(() if old is None else old.quads, entry.quads)
+        self._install(iri, old, entry)
+        return True
+
+    def load_nodes(self, nodes: Iterable[GraphNode]) -> int:
+        """Put lines the store does not hold yet, as :meth:`put_node` would one by one; returns how many.
+
+        For a memory opening: the quads of every line go to pyoxigraph in one
+        transaction instead of one per line. Raises as :meth:`put_node` does,
+        and :class:`InvalidInput` for a line held already or given twice; then
+        nothing was put.
+        """
+        store = self._open()
+        fresh: dict[str, _Entry] = {}
+        quads: list[ox.Quad] = []
+        for node in nodes:
+            if node.iri in self._nodes or node.iri in fresh:
+                raise InvalidInput(f"line {show(node.iri)} is held already or given twice", path=("iri",))
+            graph_node, kept_tags = self._checked(node.iri, node.graph, node.version, node.tags, node.importance)
+            entry = fresh[node.iri] = self._entry(
+                node.iri, node.value, node.graph, graph_node, node.version, kept_tags, node.importance
+            )
+            quads.extend(entry.quads)
+        try:
+            store.extend(quads)
+        except OSError as exc:
+            raise StorageError(f"cannot write the L2 graph store: {exc}") from exc
+        refs = self._refs
+        for q in quads:
+            refs[q] = refs.get(q, 0) + 1
+        for iri, entry in fresh.items():
+            self._install(iri, None, entry)
+        return len(fresh)
+
+    def _checked(
+        self, iri: str, graph: str, version: int, tags: tuple[str, ...] | list[str], importance: float | None
+    ) -> tuple[ox.NamedNode, tuple[str, ...]]:
+        """Raise :class:`InvalidInput` on a bad line IRI, graph, version, tag or importance; else the
+        graph's node and the tags to keep."""
         _named(iri, "iri")
         graph_node = self.graph_node(graph)
         if type(version) is not int or version < 0:
@@ -414,21 +460,31 @@ class GraphStore:
         kept_tags = _tags(tags)
         if importance is not None and not is_importance(importance):
             raise InvalidInput(f"importance is None or a number in [0, 1], not {show(importance)}", path=("importance",))
-        old = self._nodes.get(iri)
-        if old is not None and version < old.version:
-            return False
+        return graph_node, kept_tags
+
+    @staticmethod
+    def _entry(
+        iri: str,
+        value: dict[str, Any] | None,
+        graph: str,
+        graph_node: ox.NamedNode,
+        version: int,
+        tags: tuple[str, ...],
+        importance: float | None,
+    ) -> _Entry:
+        """The node-cache entry of a checked line, with its quads (InvalidInput on bad JSON-LD)."""
         quads = () if value is None else to_quads(iri, value, graph_node)
-        # Nothing has changed so far; the RDF transaction is the only step that
-        # can still fail, and it either commits whole or not at all.
-        self._replace(() if old is None else old.quads, quads)
-        self._nodes[iri] = _Entry(value, graph, version, quads, kept_tags, None if importance is None else float(importance))
+        return _Entry(value, graph, version, quads, tags, None if importance is None else float(importance))
+
+    def _install(self, iri: str, old: _Entry | None, entry: _Entry) -> None:
+        """Swap ``entry`` in for ``old`` in the node cache and the per-graph sets (its quads are in the store)."""
+        self._nodes[iri] = entry
         if old is not None and old.value is not None:
             self._by_graph[old.graph].discard(iri)
             self._live -= 1
-        if value is not None:
-            self._by_graph.setdefault(graph, set()).add(iri)
+        if entry.value is not None:
+            self._by_graph.setdefault(entry.graph, set()).add(iri)
             self._live += 1
-        return True
 
     def forget(self, iri: str) -> bool:
         """Drop line ``iri`` entirely (its quads and its cache entry, tombstone

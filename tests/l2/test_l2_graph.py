@@ -710,3 +710,48 @@ def test_a_bad_tag_is_refused_even_when_the_write_is_stale(store: GraphStore) ->
     with pytest.raises(InvalidInput):
         store.put_node(IRI, {"status": "old"}, "plan", 1, bad)
     assert snapshot(store) == before
+
+
+# --- load_nodes: the many lines of a memory opening, in one transaction ----------------------
+
+
+LOADED = [
+    # describes task:c's status as task:c's own line does: the shared triple is counted twice
+    GraphNode("task:a", {"title": "A", "dep": {"@id": "task:c", "status": "open"}}, "plan", 3, ("x",), 0.5),
+    GraphNode("task:b", {"title": "B", "sub": {"note": "nested"}}, "review", 1),
+    GraphNode("task:gone", None, "plan", 7, ("t",)),
+    GraphNode("task:c", {"status": "open"}, "plan", 2),
+]
+
+
+def test_load_nodes_leaves_what_put_node_leaves() -> None:
+    with GraphStore() as one_by_one, GraphStore() as loaded:
+        for node in LOADED:
+            assert one_by_one.put_node(*node)
+        assert loaded.load_nodes(iter(LOADED)) == len(LOADED)
+        assert snapshot(loaded) == snapshot(one_by_one)
+        assert loaded.graphs() == one_by_one.graphs() == ["plan", "review"]
+        assert [loaded.quads_of(n.iri) for n in LOADED] == [one_by_one.quads_of(n.iri) for n in LOADED]
+        # the bookkeeping goes on as after put_node: a rewrite replaces exactly the loaded quads,
+        # and the triple task:c shares with task:a outlives task:a's rewrite
+        for store in (loaded, one_by_one):
+            store.put_node("task:a", {"title": "A2"}, "plan", 4)
+            store.forget("task:b")
+        assert snapshot(loaded) == snapshot(one_by_one)
+        assert f'<task:c> <{VOCAB}status> "open" <{GRAPH_BASE}plan> .' in loaded.dump()
+
+
+@pytest.mark.parametrize(
+    "nodes",
+    [
+        pytest.param([*LOADED, GraphNode("task:a", {"title": "again"}, "plan", 9)], id="given twice"),
+        pytest.param([LOADED[0], GraphNode("task:held", {"title": "T"}, "plan", 1)], id="held already"),
+        pytest.param([LOADED[0], GraphNode("task:d", {"@context": "http://example.org/c"}, "plan", 1)], id="bad JSON-LD"),
+        pytest.param([LOADED[0], GraphNode("task:d", {"t": 1}, "plan", -1)], id="bad version"),
+        pytest.param([LOADED[0], GraphNode("task:d", {"t": 1}, "plan", 1, (3,))], id="bad tag"),  # type: ignore[arg-type]
+        pytest.param([LOADED[0], GraphNode("not an iri", {"t": 1}, "plan", 1)], id="bad iri"),
+    ],
+)
+def test_load_nodes_refusing_one_line_puts_none(store: GraphStore, nodes: list[GraphNode]) -> None:
+    store.put_node("task:held", {"title": "held"}, "plan", 1)
+    refused(store, lambda: store.load_nodes(nodes))
