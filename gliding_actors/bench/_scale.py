@@ -92,8 +92,9 @@ def _settle(memory: Any, what: str, documents: int) -> None:
     def report() -> None:
         while not done.wait(PROGRESS_EVERY_S):
             stats = service.stats()
-            _say(f"{what}: {stats['pending']:,} waiting to be indexed, "
-                 f"{stats['waiting_for_vectors']:,} texts waiting for their vectors")
+            _say(f"{what}: {stats['embeddings_queued']:,} texts queued for embedding, "
+                 f"{stats['pending']:,} lines waiting to be indexed, "
+                 f"{stats['waiting_for_vectors']:,} indexed lines waiting for their vectors")
 
     reporter = threading.Thread(target=report, name="bench-scale-progress", daemon=True)
     reporter.start()

@@ -644,9 +644,11 @@ class HyperspaceService:
     def stats(self) -> dict[str, Any]:
         with self._lock:
             pending = len(self.pending) + len(self._pending_l0)
+            queued = self._unfinished
         return {
             **self.engine.stats(),
             "pending": pending,
+            "embeddings_queued": queued,
             "rebuild_errors": list(self.rebuild_errors),
             "searches": self.searches,
             "embeddings_superseded": self.superseded,

@@ -281,7 +281,7 @@ class GraphStore:
     memory, so a directory is **cleared when opened**: otherwise its quads
     would belong to no line and could never be replaced or deleted.
 
-    Threading: the host serialises every write — :meth:`put_node`,
+    Threading: the host serialises every write — :meth:`put_node`, :meth:`load_nodes`,
     :meth:`forget`, :meth:`update`, :meth:`close` — on one thread (the L2
     actor). :meth:`query`, :meth:`node` and :meth:`graph_of` may also run on
     other threads at the same time: pyoxigraph gives each query a snapshot and

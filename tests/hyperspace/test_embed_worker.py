@@ -35,13 +35,16 @@ def test_a_search_does_not_wait_for_an_embedding_backlog(server: _server.Embeddi
             pa.write(f"note:{i}", {"summary": f"note {i} about the signing keys"}, graph="plan")
         found = pa.search("note 7", 3)  # would wait on the stuck embedder (and time out) if a search embedded
         assert found["iris"][0] == "note:7" and found["embedders"] == []
-        assert m.hyperspace.stats()["waiting_for_vectors"] == 40
+        stats = m.hyperspace.stats()
+        assert stats["waiting_for_vectors"] == 40
+        assert stats["embeddings_queued"] >= 40  # every line's text, queued or in the stuck worker's hand
         server.gate.set()
         assert m.hyperspace.wait_embeddings(timeout=30)
         found = pa.search("note 7", 3)
         assert found["iris"][0] == "note:7" and found["embedders"] == ["openai/m"]
         stats = m.hyperspace.stats()
         assert stats["waiting_for_vectors"] == 0 and stats["spaces"]["openai/m"]["vectors"] == 40
+        assert stats["embeddings_queued"] == 0
 
 
 def test_a_search_embeds_a_small_remainder_itself(server: _server.EmbeddingServer) -> None:
