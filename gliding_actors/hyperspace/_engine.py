@@ -222,6 +222,10 @@ class HyperspaceEngine:
         self._new_waiting: dict[str, str] = {}
         #: texts every embedder refused (deferred embedding): indexed by words only
         self.embed_failures = 0
+        #: vectors made for a line before it is indexed at that text: iri -> (space, digest, vector).
+        #: Kept per line, not in the bounded cache, so a backlog larger than ``embed_cache`` is not
+        #: embedded twice; one per line, dropped when the line is indexed or removed.
+        self._ahead: dict[str, tuple[str, str, Matrix]] = {}
 
     # -- vectors -------------------------------------------------------------------------
     def space(self, name: str, dim: int) -> VectorIndex:
@@ -261,12 +265,19 @@ class HyperspaceEngine:
         while len(self._cache) > self.config.embed_cache:
             self._cache.popitem(last=False)
 
-    def warm(self, value: Mapping[str, Any] | None) -> None:
-        """Embed a value's text ahead of time (a write still in an agent's cache); no document changes."""
+    def warm(self, iri: str, value: Mapping[str, Any] | None) -> None:
+        """Embed the text of line ``iri``'s value ahead of time (a write still in an agent's cache), for
+        its indexing to use; no document changes."""
         text = node_text(value)
         if text.strip():
             with contextlib.suppress(EmbeddingError):  # indexing it will raise it where it matters
-                self.embed_text(text)
+                space, vector = self.embed_text(text)
+                self._keep_ahead(iri, space, _digest(text), vector)
+
+    def _keep_ahead(self, iri: str, space: str, digest: str, vector: Matrix) -> None:
+        doc = self.docs.get(iri)
+        if doc is None or doc.text_hash != digest:  # not indexed at this text yet
+            self._ahead[iri] = (space, digest, vector)
 
     # -- documents ------------------------------------------------------------------------
     def upsert(
@@ -295,9 +306,14 @@ class HyperspaceEngine:
         old = self.docs.get(iri)
         vector: Matrix | None = None
         space = ""
+        ahead = self._ahead.get(iri)
+        if ahead is not None and ahead[1] == digest:
+            del self._ahead[iri]  # one made for a newer text stays: that text is still on its way
         if text.strip():
             if old is not None and old.text_hash == digest and old.space in self.spaces and iri in self.spaces[old.space]:
                 space = old.space  # same text: the vector it has is the vector it would get
+            elif ahead is not None and ahead[1] == digest:
+                space, _, vector = ahead  # made for this line while it was on its way home
             elif defer:
                 space, vector = self._cached(digest) or ("", None)
             else:
@@ -352,6 +368,7 @@ class HyperspaceEngine:
         for iri, digest, vector in rows:
             self._remember(space, digest, vector)
             if self.waiting.get(iri) != digest:
+                self._keep_ahead(iri, space, digest, vector)
                 continue
             self.space(space, int(vector.shape[0])).add(iri, vector, self.docs[iri].graph)
             self.docs[iri].space = space
@@ -409,6 +426,7 @@ class HyperspaceEngine:
 
     def remove(self, iri: str) -> bool:
         self.waiting.pop(iri, None)
+        self._ahead.pop(iri, None)
         self.uses.pop(iri, None)
         self._new_waiting.pop(iri, None)
         if iri not in self.docs:
@@ -694,6 +712,7 @@ class HyperspaceEngine:
             "docs": len(self.docs),
             "embedded": self.embedded,
             "waiting_for_vectors": len(self.waiting),
+            "vectors_ahead": len(self._ahead),
             "embed_failures": self.embed_failures,
             "spaces": {name: index.stats() for name, index in sorted(self.spaces.items())},
             "embedders": [e.name for e in self.chain.embedders],

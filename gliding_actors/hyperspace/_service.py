@@ -183,7 +183,7 @@ class HyperspaceService:
                 value = unpack_value(hit[1])
                 if isinstance(value, dict):
                     if not (self.deferred or self.lazy):
-                        self.engine.warm(value)
+                        self.engine.warm(iri, value)
                     elif (text := node_text(value)).strip():
                         # warmed for the line: a rewrite before the worker gets to it supersedes it
                         self._queue_embedding([(iri, _digest(text), text)])

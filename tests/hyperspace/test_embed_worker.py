@@ -9,6 +9,10 @@ from typing import Any
 
 import pytest
 
+from gliding_actors.config import Config
+from gliding_actors.hyperspace._embedders import EmbedderChain, HashEmbedder
+from gliding_actors.hyperspace._engine import HyperspaceEngine, _digest, embed_batch
+from gliding_actors.hyperspace._text import node_text
 from gliding_actors.system import MemorySystem
 from tests.hyperspace import _server
 
@@ -116,3 +120,71 @@ def test_a_line_rewritten_while_queued_is_embedded_once_with_its_newest_text(ser
         found = pa.search("keys rotated", 1)
         assert found["iris"] == ["note:keys"] and found["embedders"] == ["openai/m"]
         assert m.hyperspace.stats()["waiting_for_vectors"] == 0
+
+
+# --- vectors made before their line is indexed -------------------------------------------------
+
+
+class _CountingEmbedder(HashEmbedder):
+    """The hash embedder, counting the texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.texts = 0
+
+    def embed(self, texts: list[str]) -> Any:
+        self.texts += len(texts)
+        return super().embed(texts)
+
+
+def _engine(embed_cache: int) -> tuple[HyperspaceEngine, _CountingEmbedder]:
+    config = Config.from_dict({"hyperspace": {"embed_cache": embed_cache}}).hyperspace
+    embedder = _CountingEmbedder()
+    return HyperspaceEngine(config, EmbedderChain([embedder])), embedder
+
+
+def _value(n: int, rewrite: int = 0) -> dict[str, Any]:
+    return {"summary": f"note {n} about the signing keys, draft {rewrite}"}
+
+
+def test_a_backlog_larger_than_the_embedding_cache_is_embedded_once() -> None:
+    """The worker embeds six lines still on their way home; the cache keeps two texts, the lines keep all six."""
+    engine, embedder = _engine(embed_cache=2)
+    texts = {_digest(node_text(_value(n))): node_text(_value(n)) for n in range(6)}
+    made = embed_batch(engine.chain, texts)  # what the worker does, off the actor
+    assert embedder.texts == 6
+    by_digest = {digest: (space, vector) for space, digest, vector in made}
+    for n in range(6):
+        digest = _digest(node_text(_value(n)))
+        space, vector = by_digest[digest]
+        engine.install(space, [(f"note:{n}", digest, vector)])  # no document yet: kept for the line
+    assert engine.stats()["vectors_ahead"] == 6
+    for n in range(6):  # the lines come home
+        doc = engine.upsert(f"note:{n}", _value(n), version=1, graph="plan", defer=True)
+        assert doc.space == embedder.name
+    assert engine.waiting == {} and embedder.texts == 6  # none embedded again
+    assert engine.stats()["vectors_ahead"] == 0
+
+
+def test_a_warmed_line_is_embedded_once_whatever_the_cache() -> None:
+    """Inline embedding: warm() on the event, upsert() when the line is home, six lines, a cache of two."""
+    engine, embedder = _engine(embed_cache=2)
+    for n in range(6):
+        engine.warm(f"note:{n}", _value(n))
+    for n in range(6):
+        assert engine.upsert(f"note:{n}", _value(n), version=1, graph="plan").space == embedder.name
+    assert embedder.texts == 6 and engine.stats()["vectors_ahead"] == 0
+
+
+def test_a_vector_made_for_a_newer_text_waits_for_it_and_a_removed_line_drops_its_own() -> None:
+    engine, embedder = _engine(embed_cache=1)
+    engine.upsert("note:0", _value(0), version=1, graph="plan")
+    engine.warm("note:0", _value(0, rewrite=2))  # version 2 is still in its writer's cache
+    engine.warm("note:9", _value(9))  # cache of one: the first warm's vector is out of it
+    engine.upsert("note:0", _value(0), version=1, graph="plan")  # version 1 again: the newer vector stays
+    assert engine.stats()["vectors_ahead"] == 2
+    before = embedder.texts
+    assert engine.upsert("note:0", _value(0, rewrite=2), version=2, graph="plan").space == embedder.name
+    assert embedder.texts == before  # version 2 came home and found its vector
+    engine.remove("note:9")
+    assert engine.stats()["vectors_ahead"] == 0
