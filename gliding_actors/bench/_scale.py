@@ -14,8 +14,9 @@ size's caches do not warm the next.
   ``search(k=10)`` and ``context(max_tokens=1000)``: ``search_p50_ms``,
   ``context_p50_ms`` (medians of one timed call per question, each question
   asked once untimed before, so its embedding is made: that costs the same at
-  any size, and is left out of every figure alike). ``rss_kb_per_line``: resident memory after the fill
-  minus before it (the memory open, its embedder loaded), per line;
+  any size, and is left out of every figure alike). ``rss_kb_per_line``:
+  resident memory after the fill minus before it (the memory open, its
+  embedder loaded), per line;
   ``rss_kb_per_line_after_queries``: the same once the questions ran, which
   adds the pages of the saved forest and keyword files that the searches
   mapped in (file-backed: the system can take them back under pressure).
