@@ -279,6 +279,14 @@ class HyperspaceEngine:
         if doc is None or doc.text_hash != digest:  # not indexed at this text yet
             self._ahead[iri] = (space, digest, vector)
 
+    def _take_ahead(self, iri: str, digest: str) -> tuple[str, Matrix] | None:
+        """The vector made ahead for line ``iri`` at this text, taken; one made for a newer text stays."""
+        ahead = self._ahead.get(iri)
+        if ahead is None or ahead[1] != digest:
+            return None
+        del self._ahead[iri]
+        return ahead[0], ahead[2]
+
     # -- documents ------------------------------------------------------------------------
     def upsert(
         self,
@@ -306,14 +314,12 @@ class HyperspaceEngine:
         old = self.docs.get(iri)
         vector: Matrix | None = None
         space = ""
-        ahead = self._ahead.get(iri)
-        if ahead is not None and ahead[1] == digest:
-            del self._ahead[iri]  # one made for a newer text stays: that text is still on its way
+        ahead = self._take_ahead(iri, digest)
         if text.strip():
             if old is not None and old.text_hash == digest and old.space in self.spaces and iri in self.spaces[old.space]:
                 space = old.space  # same text: the vector it has is the vector it would get
-            elif ahead is not None and ahead[1] == digest:
-                space, _, vector = ahead  # made for this line while it was on its way home
+            elif ahead is not None:
+                space, vector = ahead  # made for this line while it was on its way home
             elif defer:
                 space, vector = self._cached(digest) or ("", None)
             else:
