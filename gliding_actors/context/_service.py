@@ -83,10 +83,15 @@ PREFETCH_ACTOR = "prefetch"
 
 _INCOMING = "SELECT DISTINCT ?s ?o WHERE { GRAPH ?g { ?s ?p ?o } FILTER(isIRI(?s)) }"
 _SPACE = re.compile(r"\s+")
-#: the cheapest item worth a place (an id and a few words): the search is asked
-#: for as many hits as a budget of such items could hold, so it never runs dry
-#: before the budget does (a bound on the candidates, not a ranking knob)
+#: the cheapest item worth a place (an id and a few words): when the hits run
+#: out before the budget does, the search is asked again for as many as a
+#: budget of such items could hold (a bound on the candidates, not a ranking knob)
 _MIN_ITEM_TOKENS = 8
+#: a typical recalled item (a line or an archived turn of a sentence or two):
+#: the first search asks for as many hits as a budget of these holds. A
+#: search's cost grows with the hits asked and, past the vector index's exact
+#: range, with the memory, so the deep search is kept for the contexts it fills.
+_TYPICAL_ITEM_TOKENS = 16
 _MAX_RECALL = 400
 
 
@@ -283,7 +288,8 @@ class ContextService:
         checked_query, budget, checked_task = check_context_args(query, max_tokens, task)
         current = checked_task if checked_task is not None else self.task_of(agent)
         memory = self._memory
-        recall_k = min(_MAX_RECALL, max(10, budget // _MIN_ITEM_TOKENS))
+        first_k = min(_MAX_RECALL, max(10, budget // _TYPICAL_ITEM_TOKENS))
+        deep_k = min(_MAX_RECALL, max(10, budget // _MIN_ITEM_TOKENS))
 
         def layers(_moved: int) -> Future[list[Any]]:
             parts: list[Future[Any]] = [memory.runtime.lookup(session_actor_name(agent)).ask({"t": "session"})]
@@ -299,12 +305,12 @@ class ContextService:
                 # no query: the agent's latest summary says what it is doing now
                 turns = session.get("turns") or []
                 recall_query = str(turns[-1]["summary"]) if turns else None
-            if recall_query is not None and recall_query.strip():
-                found: Future[dict[str, Any]] = memory.hyperspace.submit_search(
-                    role, recall_query, recall_k, recall=False
-                )
-            else:
-                found = CompletedFuture({"iris": [], "scores": []})
+            asks = recall_query is not None and bool(recall_query.strip())
+
+            def search(k: int) -> Future[dict[str, Any]]:
+                if not asks:
+                    return CompletedFuture({"iris": [], "scores": []})
+                return memory.hyperspace.submit_search(role, str(recall_query), k, recall=False)
 
             def assemble_now(hits: dict[str, Any]) -> Future[dict[str, Any]]:
                 request = {
@@ -324,9 +330,33 @@ class ContextService:
                 future: Future[dict[str, Any]] = memory.runtime.lookup(SCHEDULER_ACTOR).ask(request)
                 return future
 
-            return ChainedFuture(found, assemble_now)
+            def first_round(hits: dict[str, Any]) -> Future[dict[str, Any]]:
+                def deeper_if_dry(context: dict[str, Any]) -> Future[dict[str, Any]]:
+                    # every hit asked for came back, every one was taken, and the budget still has
+                    # room for the cheapest item: the hits ran out first, so ask as deep as the budget
+                    # could ever use (hits left out did not fit, and deeper ones rank below them)
+                    sources, found = context["sources"], {p["layer"]: p["found"] for p in context["path"]}
+                    ran_dry = (
+                        len(hits.get("iris") or []) >= first_k
+                        and sources["l2"]["items"] + sources["l0"]["items"] >= found["l2"] + found["l0"]
+                        and budget - int(context["tokens"]) >= _MIN_ITEM_TOKENS
+                    )
+                    if first_k < deep_k and ran_dry:
+                        return ChainedFuture(search(deep_k), assemble_now)
+                    return CompletedFuture(context)
+
+                return ChainedFuture(assemble_now(hits), deeper_if_dry)
+
+            return ChainedFuture(ChainedFuture(search(first_k), first_round), self._delivered)
 
         return ChainedFuture(ChainedFuture(memory.submit_recall(), layers), after_layers)
+
+    def _delivered(self, context: dict[str, Any]) -> Future[dict[str, Any]]:
+        """Count a context handed to its agent (a first assembly redone deeper is not counted)."""
+        with self._lock:
+            self.assembled += 1
+            self.tokens_assembled += int(context["tokens"])
+        return CompletedFuture(context)
 
     def assemble_now(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The scheduler actor's half: read the hits, build the candidates, choose, render."""
@@ -378,9 +408,6 @@ class ContextService:
                 l2_found += 1
         budget = int(request["max_tokens"])
         chosen = assemble(candidates, budget, self.counter.count, rrf_k=memory.config.hyperspace.rrf_k)
-        with self._lock:
-            self.assembled += 1
-            self.tokens_assembled += chosen.tokens
         return {
             "text": chosen.text,
             "tokens": chosen.tokens,

@@ -144,3 +144,38 @@ def test_a_context_request_recalls_the_dirty_lines_once() -> None:
         out = pa.context("how are tokens signed?", 400)
         assert out["sources"]["l3"]["items"] >= 1 and "decision:alg" in out["iris"]
         assert _recalls(memory) - before == 2  # one per shard
+
+
+def _searches(memory: MemorySystem) -> int:
+    return int(memory.stats()["hyperspace"]["queries"])
+
+
+def _notes(memory: MemorySystem, n: int, words: int) -> None:
+    pa = memory.agent("pa", "PA")
+    filler = " ".join(["orchard"] * (words - 1))
+    for i in range(n):
+        pa.write(f"note:{i}", {"text": f"kiwi {filler}".strip()}, graph="plan")
+
+
+def test_hits_that_run_out_before_the_budget_are_asked_for_again_deeper() -> None:
+    # 200 one-word lines: the first search's hits fill about half of 1,000 tokens, so the
+    # search is asked again, as deep as a budget of the cheapest items could hold
+    with MemorySystem.open(runtime="sim", config=CONFIG) as memory:
+        _notes(memory, 200, 1)
+        da = memory.agent("da", "DA")
+        before = _searches(memory)
+        out = da.context("kiwi", 1000)
+        assert _searches(memory) - before == 2
+        assert out["sources"]["l2"]["items"] > 1000 // 16  # more than the first search returned
+        assert out["tokens"] == COUNT(out["text"]) <= 1000
+        assert memory.stats()["context"]["assembled"] == 1  # one context handed over, not two
+
+
+def test_hits_that_fill_the_budget_are_searched_for_once() -> None:
+    with MemorySystem.open(runtime="sim", config=CONFIG) as memory:
+        _notes(memory, 200, 40)  # each line well over a typical item
+        da = memory.agent("da", "DA")
+        before = _searches(memory)
+        out = da.context("kiwi", 1000)
+        assert _searches(memory) - before == 1
+        assert out["sources"]["l2"]["items"] >= 5 and 900 <= out["tokens"] <= 1000
