@@ -14,9 +14,9 @@ How writes reach the engine (asynchronously, never on a writer's path):
   snapshot ahead of time (:meth:`HyperspaceEngine.warm`), so the later
   indexing costs a cache hit, not an embedding.
 * **L0-only nodes** (L1's archived turns and sessions, written straight to L0)
-  are not lines: each catch-up indexes the archive IRIs it has not seen yet
-  (one key scan of the archive prefix), and :meth:`HyperspaceService.notify`
-  lets a writer of such nodes hand their IRIs over directly.
+  are not lines: L0 hands each one written to :meth:`HyperspaceService.notify`,
+  and the actor, told once per batch, indexes them as they come (a search
+  indexes whatever is still pending before it ranks).
 
 A **search** is coherent like a SPARQL query: it first recalls every dirty
 line home, then the actor catches up (every line the registry recorded before
@@ -93,6 +93,9 @@ class HyperspaceService:
         self.pending: dict[str, int] = {}
         #: L0-only nodes handed over with :meth:`notify` (L0 tells of every archived turn written)
         self._pending_l0: set[str] = set()
+        #: the actor is up and may be told of new archives, and has been told of those pending (under ``_lock``)
+        self._live = False
+        self._archives_told = False
         #: typed-node / subClassOf writes indexed since the Poincaré model was last brought up to date
         #: (a search retrains only from ``structure_refresh_after`` of them: see :meth:`refresh_structure`)
         self.structure_changes = 0
@@ -153,6 +156,10 @@ class HyperspaceService:
             service._queue_embedding(service.engine.take_new_waiting())  # saved while they waited
         runtime = memory.runtime
         memory.spawn_supervised(HYPERSPACE_ACTOR, lambda: HyperspaceActor(service))
+        with service._lock:
+            service._live = True
+        if service._pending_l0:
+            service._tell_archives()
         runtime.lookup(BUS_ACTOR).ask(
             {"type": "subscribe", "topic": LINE_CHANGED, "subscriber": HYPERSPACE_ACTOR, "mode": "push"}
         ).get()
@@ -167,9 +174,34 @@ class HyperspaceService:
                 self.pending[iri] = version
 
     def notify(self, iri: str) -> None:
-        """Index L0-only node ``iri`` (an archive a layer wrote straight to L0) at the next catch-up."""
+        """Index L0-only node ``iri`` (an archive a layer wrote straight to L0) soon, on the actor.
+
+        The actor is told once per batch (whatever arrives while it indexes
+        is the next batch), so archives are indexed while they are written
+        instead of by the next search, which would wait for all of them.
+        """
         with self._lock:
             self._pending_l0.add(iri)
+            tell = self._live and not self._archives_told
+        if tell:
+            self._tell_archives()
+
+    def _tell_archives(self) -> None:
+        with self._lock:
+            if self._archives_told or not self._live:
+                return
+            self._archives_told = True
+        try:
+            self._memory.runtime.lookup(HYPERSPACE_ACTOR).tell({"t": "index_archives"})
+        except GlidingError:  # closing: the next catch-up, or the next open, indexes them
+            with self._lock:
+                self._archives_told = False
+
+    def index_archives(self) -> int:
+        """The actor's half of :meth:`notify`: index the archives handed over so far (not the lines)."""
+        with self._lock:
+            self._archives_told = False
+        return self.catch_up(strict=False, archives_only=True)
 
     def on_event(self, iri: str, version: int, agent: str | None) -> None:
         """A ``line.changed`` event (on the actor): index what is home, warm what is not."""
@@ -188,7 +220,7 @@ class HyperspaceService:
                         # warmed for the line: a rewrite before the worker gets to it supersedes it
                         self._queue_embedding([(iri, _digest(text), text)])
 
-    def catch_up(self, *, strict: bool = True, only: str | None = None) -> int:
+    def catch_up(self, *, strict: bool = True, only: str | None = None, archives_only: bool = False) -> int:
         """Index every pending line whose home copy is new enough; returns how many changed.
 
         ``strict`` (a search, after its recall): an embedding failure is
@@ -200,11 +232,16 @@ class HyperspaceService:
         are still in their writers' caches as far as this actor knows, and a
         search recalls them before its own catch-up; checking each of them on
         every event would make a write cost as much as the backlog.
+
+        ``archives_only``: the archives handed over, not the lines (see :meth:`notify`).
         """
         memory = self._memory
         self._install_embedded()
         with self._lock:
-            if only is None:
+            if archives_only:
+                todo = {}
+                l0_todo = set(self._pending_l0)
+            elif only is None:
                 todo = dict(self.pending)
                 l0_todo = set(self._pending_l0)
             else:
@@ -622,6 +659,8 @@ class HyperspaceService:
         if self._closed:
             return
         self._closed = True
+        with self._lock:
+            self._live = False
         if self._embedder is not None:
             with contextlib.suppress(queue.Empty):  # a backlog is not worked off on close: it waits for the next open
                 while True:
@@ -677,6 +716,8 @@ class HyperspaceActor:
         kind = message.get("t")
         if kind == "search":
             return service.search_now(message)
+        if kind == "index_archives":
+            return service.index_archives()
         if kind == "catch_up":
             changed = service.catch_up(strict=True)
             service._embed_remainder(settle=True)

@@ -191,6 +191,23 @@ def test_a_search_learns_of_new_archives_from_l0_without_listing_them(tmp_path: 
         assert "memory:session-" not in listed  # a session reads its own numbering; nobody lists them all
 
 
+def test_archives_are_indexed_as_they_are_written_not_by_the_next_search() -> None:
+    """A session's archived turns reach the index without a search asking: the first search after a
+    long session must not index the whole session before it can rank."""
+    import time
+
+    with MemorySystem.open(runtime="threads") as memory:
+        da = memory.agent("da", "DA")
+        archives = {da.turn(f"turn {n} about the JWT keys", content=f"details {n}")["archive_iri"] for n in range(40)}
+        service = memory.hyperspace
+        deadline = time.monotonic() + 30.0
+        while not archives <= set(service.engine.docs) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert archives <= set(service.engine.docs)
+        assert service.searches == 0 and service.stats()["pending"] == 0
+        assert da.search("turn 39 JWT keys", 1)["iris"] != []
+
+
 def test_the_engine_is_saved_on_close_and_reconciled_with_l0_on_open(tmp_path: Path) -> None:
     with MemorySystem.open(tmp_path / "m", runtime="threads") as m:
         pa = m.agent("pa", "PA")
