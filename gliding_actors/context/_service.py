@@ -334,7 +334,7 @@ class ContextService:
                 def deeper_if_dry(context: dict[str, Any]) -> Future[dict[str, Any]]:
                     # every hit asked for came back, every one was taken, and the budget still has
                     # room for the cheapest item: the hits ran out first, so ask as deep as the budget
-                    # could ever use (hits left out did not fit, and deeper ones rank below them)
+                    # could ever use (a hit left out means the budget, not the hits, ran out first)
                     sources, found = context["sources"], {p["layer"]: p["found"] for p in context["path"]}
                     ran_dry = (
                         len(hits.get("iris") or []) >= first_k

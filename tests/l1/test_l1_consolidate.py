@@ -88,12 +88,14 @@ def test_the_fact_cites_what_the_turns_cited_and_keeps_their_stale_marks() -> No
         pa.turn("Read task b.", cites=["task:b"])
         pa.write("task:a", {"goal": "v2"}, graph="plan")
         memory.flush()
+        memory.quiesce()  # stale marks arrive on the bus after the write: a quiesce, not the flush, waits for them
         assert pa.session()["turns"][0]["stale_lines"] == ["task:a"]
         pa.consolidate(keep=0)
         (fact,) = pa.session()["turns"]
         assert fact["cites"] == ["task:a", "task:b"] and fact["stale_lines"] == ["task:a"]
         pa.write("task:b", {"goal": "v2"}, graph="plan")
         memory.flush()
+        memory.quiesce()
         assert pa.session()["turns"][0]["stale_lines"] == ["task:a", "task:b"]
 
 
