@@ -182,11 +182,10 @@ class HyperspaceService:
         """
         with self._lock:
             self._pending_l0.add(iri)
-            tell = self._live and not self._archives_told
-        if tell:
-            self._tell_archives()
+        self._tell_archives()
 
     def _tell_archives(self) -> None:
+        """Tell the actor to index the archives pending, unless it was told already (or is not up)."""
         with self._lock:
             if self._archives_told or not self._live:
                 return
@@ -238,11 +237,8 @@ class HyperspaceService:
         memory = self._memory
         self._install_embedded()
         with self._lock:
-            if archives_only:
-                todo = {}
-                l0_todo = set(self._pending_l0)
-            elif only is None:
-                todo = dict(self.pending)
+            if only is None:
+                todo = {} if archives_only else dict(self.pending)
                 l0_todo = set(self._pending_l0)
             else:
                 todo = {only: self.pending[only]} if only in self.pending else {}
