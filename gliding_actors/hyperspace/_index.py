@@ -72,6 +72,23 @@ class BuiltForest:
     stamps: npt.NDArray[np.int64]
 
 
+def _best_rows(scores: npt.NDArray[np.float32], n: int) -> npt.NDArray[np.intp]:
+    """The rows of the ``n`` highest ``scores``, best first, and every row tied with the ``n``-th.
+
+    Rows are where vectors happened to be stored, which depends on the order
+    they were added; a cut through a tie made by row would make the answer
+    depend on that order (templated texts tie often). With the whole tie in
+    hand, the caller breaks it by key.
+    """
+    if n >= len(scores):
+        top = np.arange(len(scores))
+    else:
+        cut = np.partition(scores, len(scores) - n)[len(scores) - n]
+        top = np.flatnonzero(scores >= cut)
+    best_first: npt.NDArray[np.intp] = top[np.argsort(-scores[top], kind="stable")]
+    return best_first
+
+
 def build_forest(job: RebuildJob) -> BuiltForest:
     """Build the forest of a snapshot. Pure: touches nothing but the job."""
     forest = AnnoyIndex(job.dim, "angular")
@@ -358,13 +375,8 @@ class VectorIndex:
         keys = self._keys
         want = k
         while True:
-            if want < used:
-                top = np.argpartition(-scores, want - 1)[:want]
-                top = top[np.argsort(-scores[top], kind="stable")]
-            else:
-                top = np.argsort(-scores, kind="stable")
             out: list[tuple[str, float]] = []
-            for row in top.tolist():
+            for row in _best_rows(scores, want).tolist():
                 score = float(scores[row])
                 if score == -np.inf:
                     break
@@ -381,10 +393,9 @@ class VectorIndex:
             return []
         idx = np.asarray(rows, dtype=np.int64)
         scores = self._matrix[idx] @ q
-        top = np.argpartition(-scores, k - 1)[:k] if len(rows) > k else np.arange(len(rows))
-        out = [(str(self._keys[int(idx[i])]), float(scores[i])) for i in top]
+        out = [(str(self._keys[int(idx[i])]), float(scores[i])) for i in _best_rows(scores, k).tolist()]
         out.sort(key=lambda kv: (-kv[1], kv[0]))
-        return out
+        return out[:k]
 
     # -- persistence ------------------------------------------------------------------
     def save(self, directory: str | os.PathLike[str]) -> None:

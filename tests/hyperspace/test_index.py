@@ -153,6 +153,26 @@ def test_a_search_the_forest_would_answer_by_examining_everything_scores_every_v
     assert top[0][0] == "new" and "k17" not in dict(top)
 
 
+def test_a_tie_at_the_cut_is_broken_by_key_whatever_order_the_vectors_came_in() -> None:
+    """Templated texts ("output of cycle 13", "... cycle 43") can embed to equally close vectors; which of
+    them an exact search keeps must not depend on the rows they happened to get (on threads the index fills
+    in another order than on the simulator, and a recorded context then failed to replay)."""
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal(8).astype(np.float32)
+    tied = [f"t{i:02d}" for i in range(12)]  # all at the same distance from the query
+    others = {f"o{i}": rng.standard_normal(8).astype(np.float32) for i in range(20)}
+    answers = []
+    for order in (tied, tied[::-1], tied[5:] + tied[:5]):
+        index = VectorIndex(8, rebuild_after=10_000)
+        for key in order:
+            index.add(key, q)
+        for key, vector in others.items():
+            index.add(key, -vector if float(vector @ q) > 0 else vector)  # below every tied one
+        answers.append((index.search(q, 3), index.search(q, 3, allow=[*tied, *others])))
+    assert [k for k, _ in answers[0][0]] == ["t00", "t01", "t02"]
+    assert all(a == answers[0] for a in answers) and answers[0][0] == answers[0][1]
+
+
 @pytest.mark.parametrize("n_trees", [2, 64])  # 2 trees: the forest answers; 64: every search is a scan
 def test_groups_confine_a_search_and_the_filter_is_never_asked_about_other_groups(n_trees: int) -> None:
     data = _data(400)
