@@ -258,8 +258,11 @@ class HyperspaceConfig:
     #: Trees per annoy forest, and annoy's search_k per result per tree.
     n_trees: int = dataclasses.field(default=16, metadata=value_range(1, 1024))
     search_k_per_result: int = dataclasses.field(default=8, metadata=value_range(1))
-    #: Vectors waiting in the exact buffer before a background rebuild of the forest.
+    #: Vectors waiting in the exact buffer before a background rebuild of the forest: at least
+    #: ``rebuild_after``, and ``rebuild_growth`` times the vectors the forest holds (forests of
+    #: geometrically growing sizes: filling an index builds O(n) items in all, not O(n²)).
     rebuild_after: int = dataclasses.field(default=1000, metadata=value_range(1))
+    rebuild_growth: float = dataclasses.field(default=0.1, metadata=value_range(0.0, 10.0))
     #: A filter leaving at most this many nodes is answered by exact search over them.
     exact_limit: int = dataclasses.field(default=20_000, metadata=value_range(0))
     #: Embeddings kept by text hash (a line re-written with the same text is not embedded again).

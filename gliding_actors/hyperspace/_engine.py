@@ -237,6 +237,7 @@ class HyperspaceEngine:
                 n_trees=c.n_trees,
                 search_k_per_result=c.search_k_per_result,
                 rebuild_after=c.rebuild_after,
+                rebuild_growth=c.rebuild_growth,
                 exact_limit=c.exact_limit,
             )
         return index

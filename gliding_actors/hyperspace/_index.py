@@ -10,7 +10,14 @@
   hides it at once (a tombstone, no rebuild needed).
 * **Delta.** Keys whose current vector is not in the forest are scored
   exactly with numpy on every search, so a vector is searchable the moment it
-  is added.
+  is added. A boolean per row marks them, so the delta is scored and
+  filtered by group as arrays, and the caller's filter is asked about its
+  best rows only: a large delta costs a matrix product, not a Python loop.
+* **Rebuilds** are due when the delta reaches ``rebuild_after`` vectors or
+  ``rebuild_growth`` times the forest's size, whichever is larger: forests
+  of geometrically growing sizes, so filling an index of n vectors builds
+  O(n) items in all, not O(n²/rebuild_after) (50 rebuilds of up to 50,000
+  vectors for 50,000 lines at a fixed spacing of 1,000).
 * **Rebuilds** are three steps so the slow one runs off the hot path:
   :meth:`begin_rebuild` (copy a snapshot, under the lock, fast),
   :func:`build_forest` (annoy's build on the copy: pure, on any thread; annoy
@@ -104,9 +111,10 @@ class VectorIndex:
 
     ``n_trees``: trees of each forest; ``search_k_per_result``: annoy's
     ``search_k`` is this × ``n_trees`` × the number of results asked (annoy's
-    own default is 1 ×); ``rebuild_after``: vectors in the delta that make
-    :meth:`needs_rebuild` true; ``exact_limit``: an allow-list this small is
-    scored exactly.
+    own default is 1 ×); ``rebuild_after`` and ``rebuild_growth``: the delta
+    makes :meth:`needs_rebuild` true from ``max(rebuild_after, rebuild_growth
+    × vectors in the forest)`` vectors; ``exact_limit``: an allow-list this
+    small is scored exactly.
     """
 
     def __init__(
@@ -116,6 +124,7 @@ class VectorIndex:
         n_trees: int = 16,
         search_k_per_result: int = 8,
         rebuild_after: int = 1000,
+        rebuild_growth: float = 0.1,
         exact_limit: int = 20_000,
         seed: int = 0,
     ) -> None:
@@ -125,6 +134,7 @@ class VectorIndex:
         self.n_trees = n_trees
         self.search_k_per_result = search_k_per_result
         self.rebuild_after = rebuild_after
+        self.rebuild_growth = rebuild_growth
         self.exact_limit = exact_limit
         self.seed = seed
         self._lock = threading.Lock()
@@ -143,6 +153,8 @@ class VectorIndex:
         self._forest: BuiltForest | None = None
         self._built_stamp: dict[str, int] = {}
         self._delta: set[str] = set()
+        #: row -> its key is in the delta (the delta as an array, for scoring it without a loop)
+        self._in_delta: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
         #: forests installed so far, and searches answered by scoring every vector (for stats and tests)
         self.builds = 0
         self.scans = 0
@@ -179,6 +191,7 @@ class VectorIndex:
             self._stamp[key] = self._next_stamp
             self._next_stamp += 1
             self._delta.add(key)
+            self._in_delta[row] = True
 
     def _grow(self) -> int:
         rows = int(self._matrix.shape[0])
@@ -188,6 +201,9 @@ class VectorIndex:
         groups = np.full(bigger.shape[0], -1, dtype=np.int32)
         groups[:rows] = self._group
         self._group = groups
+        in_delta = np.zeros(bigger.shape[0], dtype=np.bool_)
+        in_delta[:rows] = self._in_delta
+        self._in_delta = in_delta
         self._keys.extend([None] * (bigger.shape[0] - rows))
         self._free = list(range(bigger.shape[0] - 1, rows, -1))
         return rows
@@ -204,6 +220,7 @@ class VectorIndex:
             self._free.append(row)
             self._stamp.pop(key, None)
             self._delta.discard(key)
+            self._in_delta[row] = False
             return True
 
     def _set_group(self, row: int, group: str) -> None:
@@ -245,7 +262,8 @@ class VectorIndex:
 
     # -- rebuilds --------------------------------------------------------------------
     def needs_rebuild(self) -> bool:
-        return len(self._delta) >= self.rebuild_after
+        built = 0 if self._forest is None else len(self._forest.keys)
+        return len(self._delta) >= max(self.rebuild_after, self.rebuild_growth * built)
 
     def begin_rebuild(self) -> RebuildJob:
         with self._lock:
@@ -260,8 +278,14 @@ class VectorIndex:
         with self._lock:
             self._forest = built
             self._built_stamp = dict(zip(built.keys, built.stamps.tolist(), strict=True))
-            self._delta = {k for k, s in self._stamp.items() if self._built_stamp.get(k) != s}
+            self._set_delta({k for k, s in self._stamp.items() if self._built_stamp.get(k) != s})
             self.builds += 1
+
+    def _set_delta(self, delta: set[str]) -> None:
+        """Make ``delta`` the delta, and its rows the marked ones (under the lock)."""
+        self._delta = delta
+        self._in_delta[:] = False
+        self._in_delta[[self._row[key] for key in delta]] = True
 
     def rebuild(self) -> None:
         """All three steps on the calling thread (tests, the simulator, a reload)."""
@@ -318,10 +342,7 @@ class VectorIndex:
                 def ok(key: str) -> bool:
                     return int(groups_of[row_of[key]]) in ids and passes(key)
 
-            found: dict[str, float] = {}
-            if self._delta:
-                delta_rows = [self._row[key] for key in self._delta if ok(key)]
-                found.update(self._exact(q, k, delta_rows))
+            found: dict[str, float] = dict(self._best_passing(q, k, ok, ids, self._in_delta)) if self._delta else {}
             while True:
                 got = self._from_forest(forest, q, want, ok)
                 found.update(got)
@@ -361,29 +382,41 @@ class VectorIndex:
         self, q: Vector, k: int, ok: Callable[[str], bool], ids: set[int] | None = None
     ) -> list[tuple[str, float]]:
         """The ``k`` best live keys (of the groups ``ids``, None: all) ``ok`` accepts, scored exactly
-        over the whole matrix.
-
-        ``ok`` is asked about the best candidates only, widening while it refuses them."""
-        used = self._used
-        if not used or not self._row:
+        over the whole matrix."""
+        if not self._used or not self._row:
             return []
         self.scans += 1
-        scores = self._matrix[:used] @ q
+        return self._best_passing(q, k, ok, ids)
+
+    def _best_passing(
+        self,
+        q: Vector,
+        k: int,
+        ok: Callable[[str], bool],
+        ids: set[int] | None,
+        marked: npt.NDArray[np.bool_] | None = None,
+    ) -> list[tuple[str, float]]:
+        """The ``k`` best live keys of the rows ``marked`` (None: all) in the groups ``ids`` (None: all)
+        that ``ok`` accepts, scored exactly; ``ok`` is asked about the best rows only, widening while it
+        refuses them."""
+        used = self._used
         groups = self._group[:used]
         kept = groups >= 0 if ids is None else np.isin(groups, np.fromiter(ids, dtype=np.int32, count=len(ids)))
-        scores[~kept] = -np.inf
+        if marked is not None:
+            kept &= marked[:used]
+        rows = np.flatnonzero(kept)
+        if not len(rows):
+            return []
+        scores = self._matrix[rows] @ q if len(rows) < used else self._matrix[:used] @ q
         keys = self._keys
         want = k
         while True:
             out: list[tuple[str, float]] = []
-            for row in _best_rows(scores, want).tolist():
-                score = float(scores[row])
-                if score == -np.inf:
-                    break
-                key = keys[row]
+            for i in _best_rows(scores, want).tolist():
+                key = keys[int(rows[i])]
                 if key is not None and ok(key):
-                    out.append((key, score))
-            if len(out) >= k or want >= used:
+                    out.append((key, float(scores[i])))
+            if len(out) >= k or want >= len(rows):
                 out.sort(key=lambda kv: (-kv[1], kv[0]))
                 return out[:k]
             want *= 4
@@ -472,7 +505,8 @@ class VectorIndex:
             self._next_stamp = int(meta["next_stamp"])
             self._forest = forest
             self._built_stamp = {} if forest is None else dict(zip(forest.keys, forest.stamps.tolist(), strict=True))
-            self._delta = {k for k, s in self._stamp.items() if self._built_stamp.get(k) != s}
+            self._in_delta = np.zeros(self._matrix.shape[0], dtype=np.bool_)
+            self._set_delta({k for k, s in self._stamp.items() if self._built_stamp.get(k) != s})
         return True
 
     def stats(self) -> dict[str, int]:

@@ -153,6 +153,56 @@ def test_a_search_the_forest_would_answer_by_examining_everything_scores_every_v
     assert top[0][0] == "new" and "k17" not in dict(top)
 
 
+def test_forests_are_rebuilt_at_geometrically_growing_sizes() -> None:
+    """Filling an index builds O(n) items in all: at a fixed spacing every rebuild re-added every vector,
+    50 forests of up to 50,000 vectors for 50,000 lines."""
+    data = _data(1000, dim=8)
+    index = VectorIndex(8, rebuild_after=10, rebuild_growth=0.5)
+    sizes = []
+    for i, v in enumerate(data):
+        index.add(f"k{i}", v)
+        if index.needs_rebuild():
+            index.rebuild()
+            sizes.append(i + 1)
+    assert sizes[:5] == [10, 20, 30, 45, 68]  # from 20 vectors built, the delta waits for half of them
+    assert len(sizes) == index.stats()["builds"] <= 12 and sum(sizes) <= 3 * len(data)
+    assert index.stats()["delta"] == len(data) - sizes[-1]
+    # a fixed spacing is still there for whoever wants it
+    fixed = VectorIndex(8, rebuild_after=100, rebuild_growth=0.0)
+    for i, v in enumerate(data[:450]):
+        fixed.add(f"k{i}", v)
+        if fixed.needs_rebuild():
+            fixed.rebuild()
+    assert fixed.stats()["builds"] == 4
+
+
+def test_a_large_delta_is_scored_as_arrays_and_the_filter_asked_about_its_best_rows_only() -> None:
+    """With geometric spacing the delta can hold a quarter of the index: a search must not ask the
+    caller's filter (a Python call) about every vector in it."""
+    data = _data(2000, dim=16, seed=4)
+    index = VectorIndex(16, n_trees=2, search_k_per_result=1, rebuild_after=10_000)
+    for i, v in enumerate(data[:500]):
+        index.add(f"k{i}", v, group="a" if i % 2 else "b")
+    index.rebuild()
+    for i, v in enumerate(data[500:], start=500):
+        index.add(f"k{i}", v, group="a" if i % 2 else "b")
+    assert index.stats()["delta"] == 1500
+    asked: list[str] = []
+
+    def ok(key: str) -> bool:
+        asked.append(key)
+        return int(key[1:]) % 3 != 0
+
+    q = data[1201]  # in the delta, group "a", passes
+    hits = index.search(q, 5, allow=ok, groups=["a"])
+    assert hits[0][0] == "k1201" and len(hits) == 5
+    assert all(int(k[1:]) % 2 == 1 and int(k[1:]) % 3 != 0 for k, _ in hits)
+    best = [i for i in _exact(data, q, 2000) if i % 2 == 1 and i % 3 != 0][:5]
+    assert {f"k{i}" for i in best if i >= 500} <= {k for k, _ in hits}  # the delta is scored exactly
+    assert len(asked) < 100  # was: every one of the 1,500 in the delta, then the forest's answers
+    assert index.stats()["scans"] == 0  # the forest answered; the delta beside it
+
+
 def test_a_tie_at_the_cut_is_broken_by_key_whatever_order_the_vectors_came_in() -> None:
     """Templated texts ("output of cycle 13", "... cycle 43") can embed to equally close vectors; which of
     them an exact search keeps must not depend on the rows they happened to get (on threads the index fills
