@@ -17,8 +17,8 @@
   ``rebuild_growth`` times the forest's size, whichever is larger: forests
   of geometrically growing sizes, so filling an index of n vectors builds
   O(n) items in all, not O(n²/rebuild_after) (50 rebuilds of up to 50,000
-  vectors for 50,000 lines at a fixed spacing of 1,000).
-* **Rebuilds** are three steps so the slow one runs off the hot path:
+  vectors for 50,000 lines at a fixed spacing of 1,000). Each is three
+  steps so the slow one runs off the hot path:
   :meth:`begin_rebuild` (copy a snapshot, under the lock, fast),
   :func:`build_forest` (annoy's build on the copy: pure, on any thread; annoy
   releases the GIL while it builds) and :meth:`install` (swap the forest in,
