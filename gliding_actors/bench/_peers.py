@@ -55,11 +55,11 @@ installed is ``{"skipped": reason}`` (the ``bench`` extra installs them).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import random
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -67,6 +67,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from gliding_actors.bench._progress import say
 
 __all__ = ["run"]
 
@@ -472,8 +474,7 @@ def _cell(workload: str, agents: int, quick: bool, root: Path) -> dict[str, Any]
     return {name: out[name] for name in SYSTEMS}
 
 
-def _say(text: str) -> None:
-    print(f"bench peers: {text}", file=sys.stderr, flush=True)
+_say = functools.partial(say, "peers")
 
 
 def run(quick: bool = False) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import cProfile
+import functools
 import json
 import pstats
 import statistics
@@ -36,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from gliding_actors.bench._progress import say
 from gliding_actors.bench._team import record_team
 from gliding_actors.errors import GlidingError, InvalidInput
 from gliding_actors.scenario import Scenario, load_scenario_text, replay
@@ -47,15 +49,19 @@ __all__ = ["TARGET_SIM_EVENTS_PER_S", "make_scenario", "run", "time_replay"]
 #: the replay target on the simulator (events/s; docs/BENCHMARKS.md)
 TARGET_SIM_EVENTS_PER_S = 20_000.0
 
+_say = functools.partial(say, "replay")
+
 
 def make_scenario(events: int, workdir: str | Path) -> tuple[Scenario, dict[str, Any]]:
     """Record ``events`` ops of the team, convert the trace, load the scenario; and what that took."""
     trace = Path(workdir) / "team.jsonl"
+    _say(f"recording the team on threads until the trace holds {events:,} ops")
     start = time.perf_counter()
     record_team(trace, events)
     recorded_s = time.perf_counter() - start
     header, lines = read_trace(trace)
     op_lines = sum(1 for line in lines if line.get("kind") == "op")
+    _say(f"recorded in {recorded_s:.0f} s; converting the trace")
     start = time.perf_counter()
     data = convert_trace(header, lines, ConvertOptions(name="team_replay"))
     text = json.dumps(data)
@@ -112,6 +118,8 @@ def time_replay(
     lasts: list[float] = []
     messages = 0
     for k in range(repeats):
+        what = "every line checked after every step" if full_agreement else f"seed {seed + k}"
+        _say(f"replaying {events:,} events on {runtime} ({what}), run {k + 1} of {repeats}")
         marks: list[tuple[int, float]] = []  # (events done, time) after each step
 
         def mark(_step: Any, outcomes: list[Any], marks: list[tuple[int, float]] = marks) -> None:
@@ -128,6 +136,7 @@ def time_replay(
         if len(result.outcomes) != events:
             raise GlidingError(f"bench replay: {len(result.outcomes)} ops replayed, {events} expected")
         rates.append(events / elapsed)
+        _say(f"{runtime}: {events / elapsed:,.1f} events/s")
         first, last = edge_rates(marks, EDGE_EVENTS)
         firsts.append(first)
         lasts.append(last)
@@ -184,6 +193,7 @@ _PARTS: tuple[tuple[str, str, str], ...] = (
 def profile_replay(scenario: Scenario, seed: int = 0) -> dict[str, Any]:
     """One sim replay under cProfile: the share of its time in each of ``_PARTS`` (they overlap: delivery
     includes the actors' work, the invariant checks' inspects deliver messages too)."""
+    _say("one more sim replay under cProfile (where the time goes)")
     profiler = cProfile.Profile()
     profiler.enable()
     try:

@@ -36,6 +36,7 @@ Sizes: lines 1,000 and 50,000, turns 100 and 10,000 (``--quick``: 200 and
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import statistics
 import tempfile
@@ -44,6 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gliding_actors.bench._context import locomo_for
+from gliding_actors.bench._progress import say
 from gliding_actors.errors import InvalidInput
 
 __all__ = ["run"]
@@ -130,10 +132,7 @@ def _config(embedder: str | None) -> dict[str, Any]:
     return {} if embedder is None else {"hyperspace": {"embedder": embedder, "fallback": []}}
 
 
-def _say(text: str) -> None:
-    import sys
-
-    print(f"bench scale: {text}", file=sys.stderr, flush=True)
+_say = functools.partial(say, "scale")
 
 
 def measure_lines(texts: list[str], questions: list[str], embedder: str | None) -> dict[str, Any]:

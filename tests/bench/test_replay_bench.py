@@ -27,9 +27,20 @@ def test_the_recorded_trace_has_the_team_op_mix_and_exactly_the_asked_number_of_
     assert not [line for line in lines if line["kind"] == "op" and "error" in line]  # a clean team run
 
 
-def test_suite_is_registered_and_replays_the_converted_trace_on_both_runtimes() -> None:
+def test_suite_is_registered_and_replays_the_converted_trace_on_both_runtimes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert SUITES["replay"] == "gliding_actors.bench._replay"
     report = load_suite("replay")(quick=True, events=120, repeats=1, threads_repeats=1)
+    # minutes at full size: each step says so on stderr while stdout keeps the report alone
+    captured = capsys.readouterr()
+    steps = captured.err.splitlines()
+    assert captured.out == ""
+    assert steps[0] == "bench replay: recording the team on threads until the trace holds 120 ops"
+    assert "bench replay: replaying 120 events on sim (seed 0), run 1 of 1" in steps
+    assert "bench replay: replaying 120 events on threads (seed 0), run 1 of 1" in steps
+    assert any(line.startswith("bench replay: sim: ") and line.endswith(" events/s") for line in steps)
+    assert steps[-1] == "bench replay: one more sim replay under cProfile (where the time goes)"
     assert report["trace_events"] == 120
     for runtime in ("sim", "threads"):
         figures = report[runtime]
