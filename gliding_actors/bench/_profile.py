@@ -99,7 +99,6 @@ VERDICTS: dict[tuple[str, str], tuple[str, str]] = {
         "dictionary lookups spread over every layer; attributed to callers, the largest (the hash embedder's "
         "feature table) is half a percent of the run.",
     ),
-    ("~", "<method 'get' of 'dict' objects>"): ("explained", "dictionary lookups over every layer (see dict.get)."),
     ("<built-in>", "dict.items"): (
         "explained",
         "iteration over dicts spread over the layers; attributed to callers, the largest (context assembly's "
