@@ -321,7 +321,7 @@ class VectorIndex:
                 rows = [self._row[key] for key in allow if key in self._row]
                 if ids is not None:
                     rows = [row for row in rows if int(self._group[row]) in ids]
-                return self._exact(q, k, rows)
+                return self._best_of(q, k, np.unique(np.asarray(rows, dtype=np.intp)), _always)
             ok: Callable[[str], bool]
             if allow is None:
                 ok = _always
@@ -397,16 +397,22 @@ class VectorIndex:
         marked: npt.NDArray[np.bool_] | None = None,
     ) -> list[tuple[str, float]]:
         """The ``k`` best live keys of the rows ``marked`` (None: all) in the groups ``ids`` (None: all)
-        that ``ok`` accepts, scored exactly; ``ok`` is asked about the best rows only, widening while it
-        refuses them."""
+        that ``ok`` accepts (see :meth:`_best_of`)."""
         used = self._used
         groups = self._group[:used]
         kept = groups >= 0 if ids is None else np.isin(groups, np.fromiter(ids, dtype=np.int32, count=len(ids)))
         if marked is not None:
             kept &= marked[:used]
-        rows = np.flatnonzero(kept)
+        return self._best_of(q, k, np.flatnonzero(kept), ok)
+
+    def _best_of(
+        self, q: Vector, k: int, rows: npt.NDArray[np.intp], ok: Callable[[str], bool]
+    ) -> list[tuple[str, float]]:
+        """The ``k`` best keys of live ``rows`` (sorted, distinct) that ``ok`` accepts, scored exactly,
+        ties by key; ``ok`` is asked about the best rows only, widening while it refuses them."""
         if not len(rows):
             return []
+        used = self._used
         scores = self._matrix[rows] @ q if len(rows) < used else self._matrix[:used] @ q
         keys = self._keys
         want = k
@@ -420,15 +426,6 @@ class VectorIndex:
                 out.sort(key=lambda kv: (-kv[1], kv[0]))
                 return out[:k]
             want *= 4
-
-    def _exact(self, q: Vector, k: int, rows: list[int]) -> list[tuple[str, float]]:
-        if not rows:
-            return []
-        idx = np.asarray(rows, dtype=np.int64)
-        scores = self._matrix[idx] @ q
-        out = [(str(self._keys[int(idx[i])]), float(scores[i])) for i in _best_rows(scores, k).tolist()]
-        out.sort(key=lambda kv: (-kv[1], kv[0]))
-        return out[:k]
 
     # -- persistence ------------------------------------------------------------------
     def save(self, directory: str | os.PathLike[str]) -> None:
