@@ -143,7 +143,11 @@ def _parser() -> argparse.ArgumentParser:
         "--embedder",
         default=None,
         choices=("hash", "onnx", "openai"),
-        help="text embedder of a suite that embeds (context; default: the library's, onnx)",
+        help=(
+            "text embedder of a suite that embeds (context, scale, hyperspace's real corpus; default: the"
+            " library's, onnx). hyperspace caches the corpus' vectors under $XDG_CACHE_HOME/gliding-actors"
+            " (~/.cache/gliding-actors): the first full run embeds 60,000 passages (minutes), later runs reuse them"
+        ),
     )
 
     from gliding_actors._window_cli import add_window_parsers
