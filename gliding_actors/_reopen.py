@@ -48,4 +48,4 @@ def rebuild_lines(
                 expiry.note(entry.iri, entry.version, float(entry.metadata[EXPIRES_AT]))
         reporter.report("lines", done, done)  # the last report says it ended (nodes deleted meanwhile)
 
-    graph.load_nodes(lines())
+    graph.load_nodes(lines(), stored=True)  # values as L0 stored them: checked when written

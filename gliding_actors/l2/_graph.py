@@ -418,12 +418,14 @@ class GraphStore:
         self._install(iri, old, entry)
         return True
 
-    def load_nodes(self, nodes: Iterable[GraphNode]) -> int:
+    def load_nodes(self, nodes: Iterable[GraphNode], *, stored: bool = False) -> int:
         """Put lines the store does not hold yet, as :meth:`put_node` would one by one; returns how many.
 
         For a memory opening: the quads of every line go to pyoxigraph in one
-        transaction instead of one per line. Raises as :meth:`put_node` does,
-        and :class:`InvalidInput` for a line held already or given twice; then
+        transaction instead of one per line. ``stored``: the values were read
+        back from L0 (plain JSON, checked when written; see
+        :func:`~._jsonld.to_quads`). Raises as :meth:`put_node` does, and
+        :class:`InvalidInput` for a line held already or given twice; then
         nothing was put.
         """
         store = self._open()
@@ -434,7 +436,7 @@ class GraphStore:
                 raise InvalidInput(f"line {show(node.iri)} is held already or given twice", path=("iri",))
             graph_node, kept_tags = self._checked(node.iri, node.graph, node.version, node.tags, node.importance)
             entry = fresh[node.iri] = self._entry(
-                node.iri, node.value, node.graph, graph_node, node.version, kept_tags, node.importance
+                node.iri, node.value, node.graph, graph_node, node.version, kept_tags, node.importance, stored
             )
             quads.extend(entry.quads)
         try:
@@ -471,9 +473,10 @@ class GraphStore:
         version: int,
         tags: tuple[str, ...],
         importance: float | None,
+        stored: bool = False,
     ) -> _Entry:
         """The node-cache entry of a checked line, with its quads (InvalidInput on bad JSON-LD)."""
-        quads = () if value is None else to_quads(iri, value, graph_node)
+        quads = () if value is None else to_quads(iri, value, graph_node, stored=stored)
         return _Entry(value, graph, version, quads, tags, None if importance is None else float(importance))
 
     def _install(self, iri: str, old: _Entry | None, entry: _Entry) -> None:

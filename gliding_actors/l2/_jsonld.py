@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, unquote
 
+import orjson
 import pyoxigraph as ox
 
 from gliding_actors.errors import InvalidInput, show
@@ -100,7 +101,7 @@ class _Missing:
 _MISSING: Any = _Missing()
 
 
-def _document(iri: str, value: dict[str, Any], graph: str) -> str:
+def _document(iri: str, value: dict[str, Any], graph: str, stored: bool = False) -> str:
     """The JSON text actually parsed: the value under the default context,
     wrapped as the content of named graph ``graph``.
 
@@ -143,6 +144,11 @@ def _document(iri: str, value: dict[str, Any], graph: str) -> str:
         doc: dict[str, Any] = {"@context": context, "@id": graph, "@graph": inner}
     else:
         doc = {"@context": context, **inner}
+    if stored:
+        try:
+            return orjson.dumps(doc).decode()
+        except orjson.JSONEncodeError:
+            pass  # nested deeper than orjson goes: the encoder below decides
     try:
         return _JSON.encode(doc)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -174,8 +180,17 @@ def described_elsewhere(iri: str, quads: Iterable[ox.Quad]) -> list[str]:
     return sorted(found)
 
 
-def to_quads(iri: str, value: dict[str, Any], graph: ox.NamedNode) -> tuple[ox.Quad, ...]:
+def to_quads(iri: str, value: dict[str, Any], graph: ox.NamedNode, *, stored: bool = False) -> tuple[ox.Quad, ...]:
     """The quads of line ``iri`` holding ``value``, in named graph ``graph``.
+
+    ``stored``: the value was read back from L0, so it is plain JSON that was
+    checked when it was written (no NaN, no lone surrogate, string keys, no
+    object of another type). Its text is then made by orjson, several times
+    faster than the standard encoder (a memory that opens re-reads every
+    line); the two spell some floats differently (``1e-05``, ``0.00001``),
+    which the parser reads as the same number, so the quads are the same.
+    Any other value goes through the standard encoder, which refuses what is
+    not JSON.
 
     Raises :class:`InvalidInput` (nothing else) when the value is not a JSON
     object, not JSON, or not valid JSON-LD — including any remote context
@@ -199,7 +214,7 @@ def to_quads(iri: str, value: dict[str, Any], graph: ox.NamedNode) -> tuple[ox.Q
             f"a value must be a JSON object, not {type(value).__name__}", path=("value",)
         )
     wrapped = "@graph" not in value
-    text = _document(iri, value, graph.value if wrapped else "")
+    text = _document(iri, value, graph.value if wrapped else "", stored)
     try:
         parsed = ox.parse(text, format=ox.RdfFormat.JSON_LD, base_iri=iri)
         quads = dict.fromkeys(parsed)

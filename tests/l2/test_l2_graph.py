@@ -724,11 +724,12 @@ LOADED = [
 ]
 
 
-def test_load_nodes_leaves_what_put_node_leaves() -> None:
+@pytest.mark.parametrize("stored", [False, True], ids=["given", "read back from L0"])
+def test_load_nodes_leaves_what_put_node_leaves(stored: bool) -> None:
     with GraphStore() as one_by_one, GraphStore() as loaded:
         for node in LOADED:
             assert one_by_one.put_node(*node)
-        assert loaded.load_nodes(iter(LOADED)) == len(LOADED)
+        assert loaded.load_nodes(iter(LOADED), stored=stored) == len(LOADED)
         assert snapshot(loaded) == snapshot(one_by_one)
         assert loaded.graphs() == one_by_one.graphs() == ["plan", "review"]
         assert [loaded.quads_of(n.iri) for n in LOADED] == [one_by_one.quads_of(n.iri) for n in LOADED]

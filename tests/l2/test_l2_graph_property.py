@@ -166,3 +166,46 @@ def test_confined_query_never_returns_a_subject_stored_only_elsewhere(
         if forbidden not in allowed:
             only_there = {i for i, g in placement.items() if g == forbidden}
             assert subjects.isdisjoint(only_there)
+
+
+# --- values read back from L0: encoded by orjson on open, the same quads -------------------------
+
+# What a check at the door lets into L0: 64-bit integers, finite floats, valid UTF-8.
+json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(st.characters(codec="utf-8"), max_size=8),
+)
+json_values = st.recursive(
+    json_leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from([*KEYS, "@type", "@id", "@value", "@list", "@language"]), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = [value]
+    return {"sub": value}
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(st.sampled_from(KEYS), json_values, max_size=5))
+@example({"n": 1e-05, "note": [5e-07, 1e16, 1e21, -0.0, 5e-324]})  # floats the two encoders spell differently
+@example(_nested(300))  # deeper than orjson goes: the standard encoder takes over
+def test_a_stored_value_gives_the_quads_the_standard_encoder_gives(value: dict[str, Any]) -> None:
+    graph = ox.NamedNode(graph_iri("plan"))
+
+    def quads(stored: bool) -> tuple[ox.Quad, ...] | str:
+        try:
+            return to_quads("task:t0", value, graph, stored=stored)
+        except InvalidInput as exc:
+            return str(exc)
+
+    assert quads(True) == quads(False)
