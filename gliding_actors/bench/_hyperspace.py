@@ -45,10 +45,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gliding_actors.bench._hyperspace_real import run_real
+from gliding_actors.bench._hyperspace_real import built_index, exact_top, run_real
 from gliding_actors.bench._progress import say
 from gliding_actors.config import HyperspaceConfig
-from gliding_actors.hyperspace._index import VectorIndex
 
 __all__ = ["run"]
 
@@ -73,36 +72,17 @@ def _structured(rng: np.random.Generator, basis: npt.NDArray[np.float64], n: int
     return _unit(signal + noise)
 
 
-def _exact_top(data: npt.NDArray[np.float32], q: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
-    scores = data @ q
-    top: npt.NDArray[np.int64] = np.argpartition(-scores, k)[:k]
-    return top
-
-
 def _measure(
     data: npt.NDArray[np.float32], queries: npt.NDArray[np.float32], config: HyperspaceConfig, seed: int
 ) -> dict[str, Any]:
     n = data.shape[0]
-    keys = [f"v{i:06d}" for i in range(n)]
-    key_row = {key: i for i, key in enumerate(keys)}
     # exact, one query at a time (the ground truth too)
     start = time.perf_counter()
-    truth = [set(_exact_top(data, q, _K).tolist()) for q in queries]
+    truth = [set(exact_top(data, q, _K).tolist()) for q in queries]
     exact_s = (time.perf_counter() - start) / len(queries)
 
-    index = VectorIndex(
-        _DIM,
-        n_trees=config.n_trees,
-        search_k_per_result=config.search_k_per_result,
-        rebuild_after=n + 1,
-        exact_limit=config.exact_limit,
-        seed=seed,
-    )
-    start = time.perf_counter()
-    for key, row in zip(keys, data, strict=True):
-        index.add(key, row)
-    index.rebuild()
-    build_s = time.perf_counter() - start
+    index, key_row, build_s = built_index(data, config, seed)
+    keys = list(key_row)
 
     def run(per_result: int) -> tuple[float, float]:
         index.search_k_per_result = per_result
@@ -126,7 +106,7 @@ def _measure(
     kept = np.sort(rng.choice(n, size=n // 10, replace=False))
     allow = {keys[i] for i in kept}
     sub = data[kept]
-    filtered_truth = [set(kept[_exact_top(sub, q, _K)].tolist()) for q in queries]
+    filtered_truth = [set(kept[exact_top(sub, q, _K)].tolist()) for q in queries]
     t0 = time.perf_counter()
     answers = [index.search(q, _K, allow=allow) for q in queries]
     filtered_s = (time.perf_counter() - t0) / len(queries)

@@ -50,7 +50,7 @@ from gliding_actors.config import HyperspaceConfig
 from gliding_actors.errors import InvalidInput
 from gliding_actors.hyperspace._index import VectorIndex
 
-__all__ = ["PEER_SWEEP", "PLOT", "run_real"]
+__all__ = ["PEER_SWEEP", "PLOT", "built_index", "exact_top", "run_real"]
 
 _K = 10
 #: the search breadths tried for each peer (both need at least k)
@@ -76,16 +76,20 @@ class _Setting:
         return statistics.median(self.times)
 
 
-def _exact_top(data: npt.NDArray[np.float32], q: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
+def exact_top(data: npt.NDArray[np.float32], q: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
+    """The rows of ``data`` with the ``k`` highest cosines to ``q`` (unordered): brute force, the ground truth."""
     scores = data @ q
     top: npt.NDArray[np.int64] = np.argpartition(-scores, k)[:k]
     return top
 
 
-def _ours(data: npt.NDArray[np.float32], config: HyperspaceConfig, seed: int) -> tuple[list[_Setting], float]:
+def built_index(
+    data: npt.NDArray[np.float32], config: HyperspaceConfig, seed: int
+) -> tuple[VectorIndex, dict[str, int], float]:
+    """:class:`VectorIndex` with ``config``'s settings over every row of ``data`` (key -> row), one forest;
+    and the seconds the adds and the build took."""
     n, dim = data.shape
-    keys = [f"p{i:06d}" for i in range(n)]
-    row = {key: i for i, key in enumerate(keys)}
+    keys = [f"v{i:06d}" for i in range(n)]
     index = VectorIndex(
         dim,
         n_trees=config.n_trees,
@@ -98,7 +102,11 @@ def _ours(data: npt.NDArray[np.float32], config: HyperspaceConfig, seed: int) ->
     for key, vector in zip(keys, data, strict=True):
         index.add(key, vector)
     index.rebuild()
-    build_s = time.perf_counter() - start
+    return index, {key: i for i, key in enumerate(keys)}, time.perf_counter() - start
+
+
+def _ours(data: npt.NDArray[np.float32], config: HyperspaceConfig, seed: int) -> tuple[list[_Setting], float]:
+    index, row, build_s = built_index(data, config, seed)
 
     def at(per_result: int) -> Search:
         def search(q: npt.NDArray[np.float32]) -> list[int]:
@@ -207,8 +215,8 @@ def run_real(
     config = HyperspaceConfig()
 
     say("hyperspace", "exact ground truth")
-    truth = [set(_exact_top(data, q, _K).tolist()) for q in query_vectors]
-    exact = _Setting("exact", None, lambda q: _exact_top(data, q, _K).tolist())
+    truth = [set(exact_top(data, q, _K).tolist()) for q in query_vectors]
+    exact = _Setting("exact", None, lambda q: exact_top(data, q, _K).tolist())
 
     say("hyperspace", "building the indexes")
     ours, our_build = _ours(data, config, seed)
