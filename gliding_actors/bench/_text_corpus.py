@@ -111,12 +111,16 @@ def split_corpus(paragraphs: Sequence[str], size: int, queries: int, seed: int =
 
 
 class VectorCache:
-    """Vectors of texts by one embedder, kept in ``folder`` (``keys.npy`` + ``vectors.npy``).
+    """Vectors of texts by one embedder, kept in ``folder/vectors.npz`` (16-byte keys and their vectors).
 
     A text's key is a digest of the embedder's name and the text, so two
-    embedders never share a vector. A damaged cache is set aside with a
-    warning and rebuilt: it only ever costs time.
+    embedders never share a vector. Keys are stored as raw bytes (numpy's
+    fixed-length byte strings drop trailing zero bytes, and one digest in 256
+    ends with one). A damaged cache is set aside with a warning and rebuilt:
+    it only ever costs time.
     """
+
+    FILE = "vectors.npz"
 
     def __init__(self, folder: Path, embedder_name: str) -> None:
         self.folder = folder
@@ -129,19 +133,21 @@ class VectorCache:
         return hashlib.blake2b(self._salt + text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
     def _load(self) -> None:
-        keys_file, vectors_file = self.folder / "keys.npy", self.folder / "vectors.npy"
-        if not keys_file.is_file():
+        path = self.folder / self.FILE
+        if not path.is_file():
             return
         try:
-            keys = np.load(keys_file, allow_pickle=False)
-            vectors = np.load(vectors_file, allow_pickle=False)
-            if keys.dtype != np.dtype("S16") or vectors.ndim != 2 or len(keys) != len(vectors):
-                raise ValueError("keys and vectors do not match")
-        except (OSError, ValueError) as exc:
-            warnings.warn(f"the vector cache at {self.folder} does not load ({exc}): embedding again", stacklevel=3)
+            with np.load(path, allow_pickle=False) as saved:
+                keys, vectors = saved["keys"], saved["vectors"]
+            if keys.dtype != np.uint8 or keys.ndim != 2 or keys.shape[1] != 16 or vectors.ndim != 2:
+                raise ValueError("not a vector cache")
+            if len(keys) != len(vectors):
+                raise ValueError(f"{len(keys)} keys but {len(vectors)} vectors")
+        except (OSError, ValueError, KeyError) as exc:
+            warnings.warn(f"the vector cache at {path} does not load ({exc}): embedding again", stacklevel=3)
             return
         self._vectors = vectors.astype(np.float32, copy=False)
-        self._row = {bytes(k): i for i, k in enumerate(keys)}
+        self._row = {key.tobytes(): i for i, key in enumerate(keys)}
 
     def __len__(self) -> int:
         return len(self._row)
@@ -151,18 +157,23 @@ class VectorCache:
         return list(dict.fromkeys(t for t in texts if self.key(t) not in self._row))
 
     def add(self, texts: Sequence[str], vectors: npt.NDArray[np.float32]) -> None:
-        """Remember ``vectors[i]`` as the vector of ``texts[i]`` (in memory; :meth:`save` writes)."""
+        """Remember ``vectors[i]`` as the vector of ``texts[i]`` (in memory; :meth:`save` writes).
+
+        A text cached already, or given twice, keeps its first vector."""
         if len(texts) != len(vectors):
             raise ValueError(f"{len(texts)} texts but {len(vectors)} vectors")
-        fresh = [(self.key(t), i) for i, t in enumerate(texts) if self.key(t) not in self._row]
+        fresh: dict[bytes, int] = {}
+        for i, text in enumerate(texts):
+            key = self.key(text)
+            if key not in self._row and key not in fresh:
+                fresh[key] = i
         if not fresh:
             return
-        rows = np.asarray([i for _, i in fresh], dtype=np.int64)
         old = self._vectors
         start = 0 if old is None else len(old)
-        added = np.asarray(vectors, dtype=np.float32)[rows]
+        added = np.asarray(vectors, dtype=np.float32)[np.fromiter(fresh.values(), dtype=np.int64, count=len(fresh))]
         self._vectors = added if old is None else np.concatenate([old, added])
-        for offset, (key, _) in enumerate(fresh):
+        for offset, key in enumerate(fresh):
             self._row[key] = start + offset
 
     def vectors_of(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -173,19 +184,17 @@ class VectorCache:
         return self._vectors[rows]
 
     def save(self) -> None:
-        """Write the cache (each file replaced atomically)."""
+        """Write the cache: one file, replaced atomically, so keys and vectors always pair up."""
         if self._vectors is None:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        keys = np.empty(len(self._row), dtype="S16")
-        for key, row in self._row.items():
-            keys[row] = key
-        for name, array in (("vectors.npy", self._vectors), ("keys.npy", keys)):
-            target = self.folder / name
-            tmp = target.with_name(f".{name}.{os.getpid()}.tmp")
-            with open(tmp, "wb") as fh:
-                np.save(fh, array, allow_pickle=False)
-            os.replace(tmp, target)
+        keys = np.frombuffer(b"".join(self._row), dtype=np.uint8).reshape(-1, 16)
+        rows = np.fromiter(self._row.values(), dtype=np.int64, count=len(self._row))
+        target = self.folder / self.FILE
+        tmp = target.with_name(f".{self.FILE}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:
+            np.savez(fh, keys=keys, vectors=self._vectors[rows])
+        os.replace(tmp, target)
 
     def fill(
         self,

@@ -79,7 +79,7 @@ def test_a_second_run_embeds_nothing_it_has_seen(tmp_path: Path) -> None:
 def test_a_damaged_cache_is_set_aside_with_a_warning_and_filled_again(tmp_path: Path) -> None:
     texts = [f"text number {i}" for i in range(10)]
     VectorCache(tmp_path, "hash").fill(texts, _Counting())
-    (tmp_path / "vectors.npy").write_bytes(b"not numpy")
+    (tmp_path / VectorCache.FILE).write_bytes(b"not numpy")
     with pytest.warns(UserWarning, match="does not load"):
         cache = VectorCache(tmp_path, "hash")
     assert len(cache) == 0
@@ -94,3 +94,25 @@ def test_vectors_and_texts_must_pair_up(tmp_path: Path) -> None:
     assert len(cache) == 0
     with pytest.raises(KeyError):
         cache.vectors_of(["a"])
+
+
+def test_a_key_ending_in_a_zero_byte_is_found_again_after_a_reload(tmp_path: Path) -> None:
+    """One digest in 256 ends with a zero byte; numpy's byte strings would drop it on the way back."""
+    probe = VectorCache(tmp_path, "hash")
+    zeroed = next(t for t in (f"text {i}" for i in range(100_000)) if probe.key(t).endswith(b"\0"))
+    texts = [zeroed, "another text", "a third text"]
+    embed = _Counting()
+    assert probe.fill(texts, embed) == 3
+    again = VectorCache(tmp_path, "hash")
+    assert again.missing(texts) == [] and again.fill(texts, embed) == 0 and embed.embedded == 3
+    assert np.array_equal(again.vectors_of(texts), embed.inner.embed(texts))
+
+
+def test_a_text_given_twice_is_cached_once(tmp_path: Path) -> None:
+    cache = VectorCache(tmp_path, "hash")
+    vectors = HashEmbedder(64).embed(["a", "b"])
+    cache.add(["a", "a"], vectors)  # the second vector of "a" is not kept
+    assert len(cache) == 1 and np.array_equal(cache.vectors_of(["a"]), vectors[:1])
+    cache.save()
+    reloaded = VectorCache(tmp_path, "hash")
+    assert len(reloaded) == 1 and np.array_equal(reloaded.vectors_of(["a"]), vectors[:1])
