@@ -25,6 +25,7 @@ reaches it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import os
@@ -39,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gliding_actors.bench._progress import say
-from gliding_actors.bench._team_plots import IMG_DIR
+from gliding_actors.bench._team_plots import IMG_DIR, pyplot
 from gliding_actors.bench._text_corpus import (
     VectorCache,
     default_cache_dir,
@@ -119,49 +120,49 @@ def _ours(data: npt.NDArray[np.float32], config: HyperspaceConfig, seed: int) ->
     return [_Setting("gliding_actors", v, at(v)) for v in values], build_s
 
 
-def _hnswlib(data: npt.NDArray[np.float32], seed: int) -> tuple[list[_Setting], float] | str:
+def _peer(
+    name: str,
+    module: str,
+    build: Callable[[Any, npt.NDArray[np.float32]], Any],
+    query: Callable[[Any, int, npt.NDArray[np.float32]], Sequence[int]],
+    data: npt.NDArray[np.float32],
+) -> tuple[list[_Setting], float] | str:
+    """A peer index over ``data`` (``build(library, data)``, timed) and one setting per breadth of
+    :data:`PEER_SWEEP` (``query(index, breadth, q)``); why not, when its library is not installed."""
     try:
-        hnswlib: Any = importlib.import_module("hnswlib")
+        library: Any = importlib.import_module(module)
     except ImportError:
-        return f"hnswlib is not installed ({_PEER_HINT})"
-    n, dim = data.shape
+        return f"{name} is not installed ({_PEER_HINT})"
     start = time.perf_counter()
+    index = build(library, data)
+    build_s = time.perf_counter() - start
+    return [_Setting(name, b, functools.partial(query, index, b)) for b in PEER_SWEEP], build_s
+
+
+def _hnswlib_build(hnswlib: Any, data: npt.NDArray[np.float32], seed: int = 0) -> Any:
+    n, dim = data.shape
     index = hnswlib.Index(space="ip", dim=dim)  # inner product on unit vectors: cosine
     index.init_index(max_elements=n, M=16, ef_construction=200, random_seed=seed)
     index.set_num_threads(1)
     index.add_items(data, np.arange(n))
-    build_s = time.perf_counter() - start
-
-    def at(ef: int) -> Search:
-        def search(q: npt.NDArray[np.float32]) -> list[int]:
-            index.set_ef(ef)
-            labels, _ = index.knn_query(q, k=_K, num_threads=1)
-            return [int(i) for i in labels[0]]
-
-        return search
-
-    return [_Setting("hnswlib", ef, at(ef)) for ef in PEER_SWEEP], build_s
+    return index
 
 
-def _usearch(data: npt.NDArray[np.float32]) -> tuple[list[_Setting], float] | str:
-    try:
-        usearch: Any = importlib.import_module("usearch.index")
-    except ImportError:
-        return f"usearch is not installed ({_PEER_HINT})"
-    n, dim = data.shape
-    start = time.perf_counter()
-    index = usearch.Index(ndim=dim, metric="cos", dtype="f32", connectivity=16, expansion_add=200)
-    index.add(np.arange(n), data, threads=1)
-    build_s = time.perf_counter() - start
+def _hnswlib_query(index: Any, ef: int, q: npt.NDArray[np.float32]) -> list[int]:
+    index.set_ef(ef)
+    labels, _ = index.knn_query(q, k=_K, num_threads=1)
+    return [int(i) for i in labels[0]]
 
-    def at(expansion: int) -> Search:
-        def search(q: npt.NDArray[np.float32]) -> list[int]:
-            index.expansion_search = expansion
-            return [int(i) for i in index.search(q, _K, threads=1).keys]
 
-        return search
+def _usearch_build(usearch: Any, data: npt.NDArray[np.float32]) -> Any:
+    index = usearch.Index(ndim=data.shape[1], metric="cos", dtype="f32", connectivity=16, expansion_add=200)
+    index.add(np.arange(len(data)), data, threads=1)
+    return index
 
-    return [_Setting("usearch", e, at(e)) for e in PEER_SWEEP], build_s
+
+def _usearch_query(index: Any, expansion: int, q: npt.NDArray[np.float32]) -> list[int]:
+    index.expansion_search = expansion  # honoured with threads=1; without it, a search used the default breadth
+    return [int(i) for i in index.search(q, _K, threads=1).keys]
 
 
 def _embedded(passages: list[str], queries: list[str], embedder_name: str, cache_dir: Path) -> tuple[
@@ -215,14 +216,18 @@ def run_real(
     config = HyperspaceConfig()
 
     say("hyperspace", "exact ground truth")
-    truth = [set(exact_top(data, q, _K).tolist()) for q in query_vectors]
-    exact = _Setting("exact", None, lambda q: exact_top(data, q, _K).tolist())
+    exact = _Setting("exact", None, lambda q: exact_top(data, q, _K).tolist(), recall=1.0)
+    truth = [set(exact.search(q)) for q in query_vectors]
 
     say("hyperspace", "building the indexes")
     ours, our_build = _ours(data, config, seed)
-    built: dict[str, tuple[list[_Setting], float] | str] = {"hnswlib": _hnswlib(data, seed), "usearch": _usearch(data)}
-    settings = [exact, *ours] + [s for peer in built.values() if not isinstance(peer, str) for s in peer[0]]
-    for setting in settings:
+    built: dict[str, tuple[list[_Setting], float] | str] = {
+        "hnswlib": _peer("hnswlib", "hnswlib", functools.partial(_hnswlib_build, seed=seed), _hnswlib_query, data),
+        "usearch": _peer("usearch", "usearch.index", _usearch_build, _usearch_query, data),
+    }
+    peer_settings = [s for peer in built.values() if not isinstance(peer, str) for s in peer[0]]
+    settings = [exact, *ours, *peer_settings]
+    for setting in settings[1:]:  # the exact answers are the truth
         answers = [setting.search(q) for q in query_vectors]
         setting.recall = sum(len(set(a) & t) for a, t in zip(answers, truth, strict=True)) / (len(truth) * _K)
     for r in range(rounds):
@@ -288,29 +293,28 @@ def run_real(
 
 def _plot(result: dict[str, Any], path: Path) -> str:
     """Recall against queries per second for each system; the path, or why there is none."""
-    try:
-        matplotlib: Any = importlib.import_module("matplotlib")
-        matplotlib.use("Agg")
-        plt: Any = importlib.import_module("matplotlib.pyplot")
-    except ImportError:
-        return f"no plot: matplotlib is not installed ({_PEER_HINT})"
     curves = {"gliding_actors (annoy + exact rescoring)": result["curve"]}
     curves.update({name: peer["curve"] for name, peer in result["peers"].items() if "curve" in peer})
-    fig, ax = plt.subplots(figsize=(7, 4.5))
     try:
-        for label, points in curves.items():
-            ax.plot([p["recall_at_10"] for p in points], [p["qps"] for p in points], marker="o", label=label)
-        ax.axhline(result["exact_qps"], color="grey", linestyle="--", label="exact (numpy)")
-        ax.axvline(0.95, color="grey", linestyle=":", linewidth=1)
-        ax.set_yscale("log")
-        ax.set_xlabel("recall@10")
-        ax.set_ylabel("queries per second, one thread")
-        ax.set_title(f"{result['corpus_size']:,} docstring passages, {result['embedder']} embeddings")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-    finally:
-        plt.close(fig)
+        with pyplot(f"the recall / speed plot needs matplotlib: {_PEER_HINT}") as plt:
+            _draw(plt, result, curves, path)
+    except ImportError as exc:
+        return f"no plot: {exc}"
     return str(path)
+
+
+def _draw(plt: Any, result: dict[str, Any], curves: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, points in curves.items():
+        ax.plot([p["recall_at_10"] for p in points], [p["qps"] for p in points], marker="o", label=label)
+    ax.axhline(result["exact_qps"], color="grey", linestyle="--", label="exact (numpy)")
+    ax.axvline(0.95, color="grey", linestyle=":", linewidth=1)
+    ax.set_yscale("log")
+    ax.set_xlabel("recall@10")
+    ax.set_ylabel("queries per second, one thread")
+    ax.set_title(f"{result['corpus_size']:,} docstring passages, {result['embedder']} embeddings")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)

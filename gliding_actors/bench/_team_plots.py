@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["IMG_DIR", "INSTALL_HINT", "PLOTS", "main", "write_plots"]
+__all__ = ["IMG_DIR", "INSTALL_HINT", "PLOTS", "main", "pyplot", "write_plots"]
 
 #: where the docs embed them from
 IMG_DIR = Path(__file__).resolve().parents[2] / "docs" / "img"
@@ -33,13 +33,15 @@ INSTALL_HINT = "the team plots need matplotlib: pip install 'gliding-actors[benc
 
 
 @contextmanager
-def _pyplot() -> Iterator[Any]:
+def pyplot(hint: str = INSTALL_HINT) -> Iterator[Any]:
+    """matplotlib's pyplot drawing to files only (Agg), every figure closed after; ImportError(``hint``)
+    when matplotlib is missing."""
     try:  # by name: an optional extra, untyped to mypy when absent
         matplotlib = importlib.import_module("matplotlib")
         matplotlib.use("Agg")  # no display: files only
         plt = importlib.import_module("matplotlib.pyplot")
     except ImportError as exc:
-        raise ImportError(INSTALL_HINT) from exc
+        raise ImportError(hint) from exc
     try:
         yield plt
     finally:
@@ -53,7 +55,7 @@ def write_plots(report: dict[str, Any], out_dir: str | Path = IMG_DIR) -> list[s
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[str] = []
-    with _pyplot() as plt:
+    with pyplot() as plt:
 
         def finish(fig: Any, ax: Any, name: str, ylabel: str, title: str) -> None:
             ax.set_xscale("log", base=2)
