@@ -47,6 +47,9 @@ def build(cls: type[T], data: Mapping[str, Any], path: tuple[str, ...], base: T 
     if unknown:
         key = str(unknown[0])
         where = ".".join((*path, key))
+        retired: Mapping[str, str] = getattr(cls, "RETIRED", {})
+        if key in retired:
+            raise ConfigError(f"config key {where!r} was retired: {retired[key]}", path=(*path, key))
         known = ", ".join(sorted(fields))
         raise ConfigError(f"unknown config key {where!r} (known here: {known})", path=(*path, key))
     values: dict[str, Any] = {}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from gliding_actors._config_parse import build, coerce, plain, value_range
 from gliding_actors.errors import ConfigError
@@ -221,9 +221,21 @@ def _positive_or_null(raw: Any, path: tuple[str, ...], _base: Any) -> float | No
     return float(raw)
 
 
+_NO_FOREST = "the vector index is an HNSW graph that grows in place, not an annoy forest that is rebuilt: remove it"
+
+
 @dataclasses.dataclass(frozen=True)
 class HyperspaceConfig:
     """The vector engine (read by :mod:`gliding_actors.hyperspace`; docs/HYPERSPACE.md)."""
+
+    #: Keys an earlier version read, and what to do instead (a config naming one is refused with this).
+    RETIRED: ClassVar[Mapping[str, str]] = {
+        "n_trees": _NO_FOREST,
+        "search_k_per_result": _NO_FOREST + " (its search breadth is hyperspace.hnsw_expansion_search)",
+        "rebuild_after": _NO_FOREST + " (new vectors join it from hyperspace.index_after of them)",
+        "rebuild_growth": _NO_FOREST,
+        "rebuilds": "renamed hyperspace.indexing (same values)",
+    }
 
     #: Text embedder: ``onnx`` (all-MiniLM-L6-v2, the default), ``hash`` (feature hashing: no model,
     #: ~30x cheaper per text, weaker on meaning) or ``openai`` (an OpenAI-compatible endpoint).
@@ -255,14 +267,15 @@ class HyperspaceConfig:
     min_similarity: float | None = dataclasses.field(default=None, metadata={"parse": _similarity_floor})
     #: Weight of the ``should`` tags ranking.
     w_tags: float = dataclasses.field(default=0.5, metadata=value_range(0.0))
-    #: Trees per annoy forest, and annoy's search_k per result per tree.
-    n_trees: int = dataclasses.field(default=16, metadata=value_range(1, 1024))
-    search_k_per_result: int = dataclasses.field(default=8, metadata=value_range(1))
-    #: Vectors waiting in the exact buffer before a background rebuild of the forest: at least
-    #: ``rebuild_after``, and ``rebuild_growth`` times the vectors the forest holds (forests of
-    #: geometrically growing sizes: filling an index builds O(n) items in all, not O(n²)).
-    rebuild_after: int = dataclasses.field(default=1000, metadata=value_range(1))
-    rebuild_growth: float = dataclasses.field(default=0.1, metadata=value_range(0.0, 10.0))
+    #: The HNSW graph of each vector space (usearch): links per node, and the search breadth when
+    #: inserting and when searching (more: better recall, slower; chosen from the real-text curve
+    #: in docs/HYPERSPACE.md).
+    hnsw_connectivity: int = dataclasses.field(default=16, metadata=value_range(2, 256))
+    hnsw_expansion_add: int = dataclasses.field(default=128, metadata=value_range(1, 4096))
+    hnsw_expansion_search: int = dataclasses.field(default=64, metadata=value_range(1, 4096))
+    #: New vectors wait in an exact buffer (searched by a matrix product) until this many, then go
+    #: into the graph together (on the index worker, or inline on the simulator).
+    index_after: int = dataclasses.field(default=64, metadata=value_range(1))
     #: A filter leaving at most this many nodes is answered by exact search over them.
     exact_limit: int = dataclasses.field(default=20_000, metadata=value_range(0))
     #: Embeddings kept by text hash (a line re-written with the same text is not embedded again).
@@ -273,9 +286,9 @@ class HyperspaceConfig:
     #: A search retrains the Poincaré model only once this many typed-node (or ``subClassOf``) writes
     #: have accumulated since it was last brought up to date: the staleness bound (docs/HYPERSPACE.md).
     structure_refresh_after: int = dataclasses.field(default=64, metadata=value_range(1))
-    #: Rebuilds on a worker thread (``thread``), on the engine's own turn (``inline``),
-    #: or ``auto``: inline on the deterministic simulator, a thread otherwise.
-    rebuilds: str = dataclasses.field(default="auto", metadata=_one_of(("auto", "thread", "inline")))
+    #: New vectors go into the graph on a worker thread (``thread``), on the engine's own turn
+    #: (``inline``), or ``auto``: inline on the deterministic simulator, a thread otherwise.
+    indexing: str = dataclasses.field(default="auto", metadata=_one_of(("auto", "thread", "inline")))
     #: Where lines' texts are embedded: on a worker thread in batches (``thread``: a write or a
     #: search never waits for a backlog; a line is found by its words until its vector is in), by
     #: the next search that needs them, on the engine's turn (``search``: only a line's newest text

@@ -15,11 +15,11 @@ query at a time (a matrix-vector product and an ``argpartition``), which is
 also the ground truth.
 
 * ``recall_at_10`` / ``qps_vs_exact`` — :class:`VectorIndex` with the
-  library's default settings (``hyperspace.n_trees``,
-  ``search_k_per_result``): annoy forest over the whole set, exact rescoring
-  of the forest's candidates. ``build_s`` is the forest's build time
-  (adding the items included), ``exact_ms`` / ``index_ms`` the mean latency.
-* ``sweep`` — the same forest at other ``search_k_per_result`` values: the
+  library's default settings (``hyperspace.hnsw_*``): every vector in the
+  HNSW graph, exact rescoring of the graph's candidates. ``build_s`` is the
+  time the adds and the graph's inserts took, ``exact_ms`` / ``index_ms`` the
+  mean latency.
+* ``sweep`` — the same graph at other ``expansion_search`` values: the
   recall / speed trade-off, so the default is seen in context.
 * ``filtered_recall_at_10`` / ``filtered_qps_vs_exact`` — a filter keeping a
   random 10% of the vectors (an allow-list, what tag and graph filters
@@ -81,11 +81,11 @@ def _measure(
     truth = [set(exact_top(data, q, _K).tolist()) for q in queries]
     exact_s = (time.perf_counter() - start) / len(queries)
 
-    index, key_row, build_s = built_index(data, config, seed)
+    index, key_row, build_s = built_index(data, config)
     keys = list(key_row)
 
-    def run(per_result: int) -> tuple[float, float]:
-        index.search_k_per_result = per_result
+    def run(expansion: int) -> tuple[float, float]:
+        index.expansion_search = expansion
         hits = 0
         t0 = time.perf_counter()
         answers = [index.search(q, _K) for q in queries]
@@ -94,12 +94,12 @@ def _measure(
             hits += len({key_row[key] for key, _ in answer} & want)
         return hits / (len(queries) * _K), elapsed
 
-    recall, index_s = run(config.search_k_per_result)
+    recall, index_s = run(config.hnsw_expansion_search)
     sweep = []
-    for per_result in (2, 8, 32, 128):
-        r, s = run(per_result)
-        sweep.append({"search_k_per_result": per_result, "recall_at_10": round(r, 4), "qps_vs_exact": round(exact_s / s, 2)})
-    index.search_k_per_result = config.search_k_per_result
+    for expansion in (16, 32, 64, 128):
+        r, s = run(expansion)
+        sweep.append({"expansion_search": expansion, "recall_at_10": round(r, 4), "qps_vs_exact": round(exact_s / s, 2)})
+    index.expansion_search = config.hnsw_expansion_search
 
     # a filter keeping 10%: an allow-list, answered exactly over its rows
     rng = np.random.default_rng(seed + 1)
@@ -141,8 +141,8 @@ def run(quick: bool = False, embedder: str | None = None) -> dict[str, Any]:
         "vectors": n,
         "dim": _DIM,
         "queries": n_queries,
-        "n_trees": config.n_trees,
-        "search_k_per_result": config.search_k_per_result,
+        "hnsw_connectivity": config.hnsw_connectivity,
+        "hnsw_expansion_search": config.hnsw_expansion_search,
         "exact_limit": config.exact_limit,
         "real": real,
         **iid,

@@ -10,9 +10,9 @@ Every system answers the same queries one at a time, top 10, on one thread:
 
 * ``exact`` — numpy brute force (a matrix-vector product and an
   ``argpartition``): the ground truth and the speed baseline;
-* ``gliding_actors`` — :class:`VectorIndex` as the library builds it (annoy
-  forest, exact rescoring), at the default ``search_k_per_result`` and along
-  a sweep of it;
+* ``gliding_actors`` — :class:`VectorIndex` as the library builds it (an
+  int8 HNSW graph, usearch, with exact rescoring from the float32 vectors),
+  at the default ``hnsw_expansion_search`` and along a sweep of it;
 * the peers ``hnswlib`` and ``usearch`` (HNSW graphs; the ``bench`` extra),
   along a sweep of their search breadth (``ef`` / ``expansion_search``).
 
@@ -54,9 +54,8 @@ from gliding_actors.hyperspace._index import VectorIndex
 __all__ = ["PEER_SWEEP", "PLOT", "built_index", "exact_top", "run_real"]
 
 _K = 10
-#: the search breadths tried for each peer (both need at least k)
+#: the search breadths tried for each system (HNSW needs at least k)
 PEER_SWEEP: tuple[int, ...] = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-_OUR_SWEEP: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 #: where a full run draws the recall / speed curves
 PLOT = IMG_DIR / "hyperspace_real.png"
 _PEER_HINT = "pip install 'gliding-actors[bench]'"
@@ -84,39 +83,37 @@ def exact_top(data: npt.NDArray[np.float32], q: npt.NDArray[np.float32], k: int)
     return top
 
 
-def built_index(
-    data: npt.NDArray[np.float32], config: HyperspaceConfig, seed: int
-) -> tuple[VectorIndex, dict[str, int], float]:
-    """:class:`VectorIndex` with ``config``'s settings over every row of ``data`` (key -> row), one forest;
-    and the seconds the adds and the build took."""
+def built_index(data: npt.NDArray[np.float32], config: HyperspaceConfig) -> tuple[VectorIndex, dict[str, int], float]:
+    """:class:`VectorIndex` with ``config``'s settings over every row of ``data`` (key -> row), all in
+    the graph; and the seconds the adds and the inserts took (one thread, in row order)."""
     n, dim = data.shape
     keys = [f"v{i:06d}" for i in range(n)]
     index = VectorIndex(
         dim,
-        n_trees=config.n_trees,
-        search_k_per_result=config.search_k_per_result,
-        rebuild_after=n + 1,
+        connectivity=config.hnsw_connectivity,
+        expansion_add=config.hnsw_expansion_add,
+        expansion_search=config.hnsw_expansion_search,
+        index_after=config.index_after,
         exact_limit=config.exact_limit,
-        seed=seed,
     )
     start = time.perf_counter()
     for key, vector in zip(keys, data, strict=True):
         index.add(key, vector)
-    index.rebuild()
+    index.index_delta()
     return index, {key: i for i, key in enumerate(keys)}, time.perf_counter() - start
 
 
-def _ours(data: npt.NDArray[np.float32], config: HyperspaceConfig, seed: int) -> tuple[list[_Setting], float]:
-    index, row, build_s = built_index(data, config, seed)
+def _ours(data: npt.NDArray[np.float32], config: HyperspaceConfig) -> tuple[list[_Setting], float]:
+    index, row, build_s = built_index(data, config)
 
-    def at(per_result: int) -> Search:
+    def at(expansion: int) -> Search:
         def search(q: npt.NDArray[np.float32]) -> list[int]:
-            index.search_k_per_result = per_result
+            index.expansion_search = expansion
             return [row[key] for key, _ in index.search(q, _K)]
 
         return search
 
-    values = sorted({*_OUR_SWEEP, config.search_k_per_result})
+    values = sorted({*PEER_SWEEP, config.hnsw_expansion_search})
     return [_Setting("gliding_actors", v, at(v)) for v in values], build_s
 
 
@@ -220,7 +217,7 @@ def run_real(
     truth = [set(exact.search(q)) for q in query_vectors]
 
     say("hyperspace", "building the indexes")
-    ours, our_build = _ours(data, config, seed)
+    ours, our_build = _ours(data, config)
     built: dict[str, tuple[list[_Setting], float] | str] = {
         "hnswlib": _peer("hnswlib", "hnswlib", functools.partial(_hnswlib_build, seed=seed), _hnswlib_query, data),
         "usearch": _peer("usearch", "usearch.index", _usearch_build, _usearch_query, data),
@@ -239,7 +236,7 @@ def run_real(
             setting.times.append((time.perf_counter() - start) / len(query_vectors))
 
     exact_s = exact.seconds
-    default = next(s for s in ours if s.value == config.search_k_per_result)
+    default = next(s for s in ours if s.value == config.hnsw_expansion_search)
     matched = default.recall
 
     def curve(points: list[_Setting]) -> list[dict[str, float | int | None]]:
@@ -293,7 +290,7 @@ def run_real(
 
 def _plot(result: dict[str, Any], path: Path) -> str:
     """Recall against queries per second for each system; the path, or why there is none."""
-    curves = {"gliding_actors (annoy + exact rescoring)": result["curve"]}
+    curves = {"gliding_actors (int8 HNSW + exact rescoring)": result["curve"]}
     curves.update({name: peer["curve"] for name, peer in result["peers"].items() if "curve" in peer})
     try:
         with pyplot(f"the recall / speed plot needs matplotlib: {_PEER_HINT}") as plt:

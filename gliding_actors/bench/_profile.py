@@ -187,10 +187,10 @@ VERDICTS: dict[tuple[str, str], tuple[str, str]] = {
         "turns (docs/HYPERSPACE.md), O(archives) each time. The next lever: have the session actor hand new "
         "archives over with `hyperspace.notify` and drop the scan.",
     ),
-    ("hyperspace/_index.py", "_exact"): (
+    ("hyperspace/_index.py", "_best_of"): (
         "explained",
-        "exact cosine over the vector delta and allow-lists: below `rebuild_after` (1,000) vectors no annoy "
-        "forest is built, so every search is exact (numpy).",
+        "exact cosine over the vector delta and allow-lists, and over every vector when the graph search "
+        "would cost as much (a small index, or a wide search): numpy, one matrix product.",
     ),
 }
 

@@ -18,7 +18,7 @@ size's caches do not warm the next.
   resident memory after the fill minus before it (the memory open, its
   embedder loaded), per line;
   ``rss_kb_per_line_after_queries``: the same once the questions ran, which
-  adds the pages of the saved forest and keyword files that the searches
+  adds the pages of the saved graph and keyword files that the searches
   mapped in (file-backed: the system can take them back under pressure).
   ``reopen_s``: the memory closed (flushed), then ``MemorySystem.open`` and
   the first search, wall time.

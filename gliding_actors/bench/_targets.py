@@ -248,7 +248,7 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
     ),
     "hyperspace": (
         Figure("real.corpus_size", "real corpus: docstring passages embedded by the default model", "passages"),
-        Figure("real.recall_at_10", "real corpus: recall@10 (annoy + exact rescoring, default settings)"),
+        Figure("real.recall_at_10", "real corpus: recall@10 (int8 HNSW + exact rescoring, default settings)"),
         Figure("real.index_ms", "real corpus: query latency, index", "ms", "real.exact_ms", "numpy brute force",
                ratio="real.qps_vs_exact", ratio_unit="× the exact qps"),
         Figure("real.peers.hnswlib.qps_at_recall", "hnswlib at the same recall", "qps", "real.qps",
@@ -260,7 +260,7 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
                ratio="qps_vs_exact", ratio_unit="× the exact qps"),
         Figure("filtered_recall_at_10", "filtered recall@10 (10 % allow-list)"),
         Figure("filtered_qps_vs_exact", "filtered qps / exact qps", "×"),
-        Figure("build_s", "forest build (adds + trees)", "s"),
+        Figure("build_s", "stress case: adds + graph inserts, one thread", "s"),
         Figure("structured.recall_at_10", "structured data (16-d latent + noise): recall@10"),
         Figure("structured.qps_vs_exact", "structured data: qps / exact qps", "×"),
         Figure("poincare_map", "Poincaré MAP, tree reconstruction", "", "gensim_map",

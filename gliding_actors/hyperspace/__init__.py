@@ -14,7 +14,7 @@ from gliding_actors.hyperspace._embedders import (
     build_embedder,
 )
 from gliding_actors.hyperspace._engine import Doc, HyperspaceEngine, SearchFilters, parse_filters
-from gliding_actors.hyperspace._index import VectorIndex, build_forest
+from gliding_actors.hyperspace._index import VectorIndex
 from gliding_actors.hyperspace._poincare import (
     PoincareEmbedding,
     hierarchy_edges,
@@ -41,7 +41,6 @@ __all__ = [
     "TextEmbedder",
     "VectorIndex",
     "build_embedder",
-    "build_forest",
     "hierarchy_edges",
     "parse_filters",
     "poincare_distance",

@@ -187,7 +187,7 @@ class _Ranked:
 
 class HyperspaceEngine:
     """Documents and indexes of one memory (see the module docstring). Not thread-safe:
-    the hyperspace actor owns it; only the indexes' own locks let a rebuild thread install."""
+    the hyperspace actor owns it; only the indexes' own locks let the index worker insert."""
 
     def __init__(
         self,
@@ -234,10 +234,10 @@ class HyperspaceEngine:
             c = self.config
             index = self.spaces[name] = VectorIndex(
                 dim,
-                n_trees=c.n_trees,
-                search_k_per_result=c.search_k_per_result,
-                rebuild_after=c.rebuild_after,
-                rebuild_growth=c.rebuild_growth,
+                connectivity=c.hnsw_connectivity,
+                expansion_add=c.hnsw_expansion_add,
+                expansion_search=c.hnsw_expansion_search,
+                index_after=c.index_after,
                 exact_limit=c.exact_limit,
             )
         return index
@@ -477,7 +477,7 @@ class HyperspaceEngine:
     def _narrow(self, readable: set[str]) -> bool:
         """Whether the documents of ``readable`` are few enough to list (a quarter of all at most,
         and no more than an exact vector pass takes): a predicate over a wide set costs less, and
-        the vector index asks its forest wider when a predicate eats its answers."""
+        the vector index asks its graph wider when a predicate eats its answers."""
         count = sum(len(self._by_graph[g]) for g in readable)
         return count * 4 <= len(self.docs) and count <= self.config.exact_limit
 

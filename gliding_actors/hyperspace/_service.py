@@ -24,10 +24,10 @@ the search began is now at home, and is indexed) and only then ranks. Results
 are confined to the named graphs the asker's role may read, and each line is
 checked against the registry (``MemorySystem.may_read``) as a read would be.
 
-Background rebuilds of the annoy forests run on one worker thread (``rebuilds:
-thread``) that builds from a snapshot and installs under the index's lock; on
-the deterministic simulator they run inline (``auto``), so a replay stays
-byte-for-byte reproducible. :meth:`HyperspaceService.close` stops the worker
+New vectors enter each space's HNSW graph on one worker thread (``indexing:
+thread``), a vector at a time, while searches score the few not yet in it
+exactly; on the deterministic simulator they go in inline (``auto``), in the
+order they came, so a replay stays byte-for-byte reproducible. :meth:`HyperspaceService.close` stops the worker
 (joining it) and saves the engine under ``<memory>/hyperspace``; the next open
 loads it and reconciles it with L0 (version and text hash per node), so only
 what changed is embedded again.
@@ -44,13 +44,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gliding_actors._heap import trim_heap
 from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.coherence._hosting import LINE_CHANGED, unpack_value
 from gliding_actors.errors import EmbeddingError, GlidingError, InvalidInput, Timeout, show
 from gliding_actors.hyperspace._embedders import EmbedderChain
 from gliding_actors.hyperspace._engine import HyperspaceEngine, _digest, embed_batch, parse_filters
-from gliding_actors.hyperspace._index import build_forest
 from gliding_actors.hyperspace._keywords import KeywordIndex
 from gliding_actors.hyperspace._text import node_text
 from gliding_actors.l1._archive import ARCHIVE_GRAPH, ARCHIVE_PREFIX, is_archive_iri, searchable
@@ -63,6 +61,8 @@ __all__ = ["HYPERSPACE_ACTOR", "HyperspaceActor", "HyperspaceService", "check_se
 
 HYPERSPACE_ACTOR = "hyperspace"
 _DIR = "hyperspace"
+#: inserts between two looks at whether the memory is closing (a few tens of milliseconds)
+_INDEX_CHUNK = 128
 _STOP = object()
 
 
@@ -102,10 +102,11 @@ class HyperspaceService:
         #: no refresh since open: the first search brings a loaded (or absent) model up to the graph
         self._structure_unchecked = True
         deterministic = memory.runtime.deterministic
-        mode = self.config.rebuilds
+        mode = self.config.indexing
         self.threaded = mode == "thread" or (mode == "auto" and not deterministic)
         self._jobs: queue.Queue[Any] = queue.Queue()
-        self._building: set[str] = set()
+        #: spaces queued for the worker to index (not queued twice)
+        self._indexing: set[str] = set()
         self._worker: threading.Thread | None = None
         mode = self.config.embeddings
         #: texts are embedded by a worker thread (see the ``embeddings`` config key)
@@ -127,8 +128,8 @@ class HyperspaceService:
         self._unfinished = 0
         self._finished = 0
         self._closed = False
-        #: forests installed by the worker, and rebuild failures (kept, never raised on a writer)
-        self.rebuild_errors: list[str] = []
+        #: failures of the index worker and of saves (kept, never raised on a writer)
+        self.index_errors: list[str] = []
         #: searches answered (MemorySystem.stats(); written by the hyperspace actor only)
         self.searches = 0
         #: texts the embed worker skipped: their line was rewritten while they were queued, or its
@@ -148,7 +149,7 @@ class HyperspaceService:
         memory.l0.add_listener(ARCHIVE_PREFIX, service.notify)
         service._reconcile()
         if service.threaded:
-            service._worker = threading.Thread(target=service._work, name="hyperspace-rebuild", daemon=True)
+            service._worker = threading.Thread(target=service._work, name="hyperspace-index", daemon=True)
             service._worker.start()
         if service.deferred:
             service._embedder = threading.Thread(target=service._embed_work, name="hyperspace-embed", daemon=True)
@@ -273,7 +274,7 @@ class HyperspaceService:
         elif self.engine.waiting and not self.lazy:  # saved while waiting for a worker, opened without one
             changed += self.engine.embed_waiting()
         if changed:
-            self._maybe_rebuild()
+            self._maybe_index()
         if failure is not None and strict:
             raise failure
         return changed
@@ -310,7 +311,7 @@ class HyperspaceService:
             try:
                 done = embed_batch(self.engine.chain, texts)
             except Exception as exc:  # noqa: BLE001 - kept and reported; the texts stay findable by words
-                self.rebuild_errors.append(f"embed: {exc}")
+                self.index_errors.append(f"embed: {exc}")
                 done = []
             by_digest = {digest: (space, vector) for space, digest, vector in done}
             with self._lock:
@@ -348,9 +349,10 @@ class HyperspaceService:
         return False
 
     def wait_indexed(self, timeout: float = 600.0) -> None:
-        """Block until everything the memory holds is indexed, vectors included, and no rebuild is
-        queued (benchmarks and tests: a measurement starts from a settled index); :class:`Timeout`
-        after ``timeout`` seconds. Searches never need this: they answer from what is indexed."""
+        """Block until everything the memory holds is indexed, vectors included, and the index worker
+        has put what was queued into its graphs (benchmarks and tests: a measurement starts from a
+        settled index); :class:`Timeout` after ``timeout`` seconds. Searches never need this: they
+        answer from what is indexed."""
         deadline = time.monotonic() + timeout
 
         def left() -> float:
@@ -368,7 +370,7 @@ class HyperspaceService:
                 idle = not self._unfinished
             if idle and not stats["waiting_for_vectors"]:
                 break
-        self.wait_rebuilds(left())
+        self.wait_indexing(left())
 
     def _install_embedded(self) -> None:
         """Give waiting documents the vectors the worker made (on the actor: the engine's owner)."""
@@ -383,7 +385,7 @@ class HyperspaceService:
         for iri, digest in refused:
             engine.refuse(iri, digest)
         if done:
-            self._maybe_rebuild()
+            self._maybe_index()
 
     def _embed_remainder(self, *, settle: bool = False) -> None:
         """A search's share of the waiting documents: all of them when lazy (or ``settle``: a
@@ -397,7 +399,7 @@ class HyperspaceService:
         if not (everything or few_enough):
             return
         if engine.embed_waiting():
-            self._maybe_rebuild()
+            self._maybe_index()
 
     def _apply(
         self, iri: str, copy: tuple[Any, int, list[str], str] | None, source: str, importance: float | None = None
@@ -534,38 +536,36 @@ class HyperspaceService:
             "embedders": sorted({engine.docs[i].space for i, _ in hits if engine.docs[i].space}),
         }
 
-    # -- rebuilds ------------------------------------------------------------------------------
-    def _maybe_rebuild(self) -> None:
+    # -- the graphs ----------------------------------------------------------------------------
+    def _maybe_index(self) -> None:
         for name, index in list(self.engine.spaces.items()):
-            if not index.needs_rebuild() or name in self._building:
+            if not index.needs_indexing() or name in self._indexing:
                 continue
             if self.threaded:
-                self._building.add(name)
+                self._indexing.add(name)
                 self._jobs.put((name, index))
             else:
-                index.rebuild()
+                index.index_delta()
 
     def _work(self) -> None:
-        """The rebuild thread: build a snapshot's forest, install it, save the space."""
+        """The index worker: move a space's delta into its graph, a vector at a time."""
         while True:
             job = self._jobs.get()
             if job is _STOP:
                 return
-            if isinstance(job, threading.Event):  # wait_rebuilds: all queued before it is done
+            if isinstance(job, threading.Event):  # wait_indexing: all queued before it is done
                 job.set()
                 continue
             name, index = job
             try:
-                index.install(build_forest(index.begin_rebuild()))
-                index.save(self._space_dir(name))
-                trim_heap()  # the snapshot, the build and the save were freed: give their pages back
+                self._indexing.discard(name)  # vectors added from now on queue the space again
+                while index.index_delta(limit=_INDEX_CHUNK) and not self._closed:
+                    pass  # a backlog (an index loaded without its graph) goes in chunks: close waits for one
             except Exception as exc:  # noqa: BLE001 - kept and reported; the delta still answers exactly
-                self.rebuild_errors.append(f"{name}: {exc}")
-            finally:
-                self._building.discard(name)
+                self.index_errors.append(f"{name}: {exc}")
 
-    def wait_rebuilds(self, timeout: float = 60.0) -> None:
-        """Block until queued rebuilds are done (tests and benchmarks)."""
+    def wait_indexing(self, timeout: float = 60.0) -> None:
+        """Block until the spaces queued for the worker are indexed (tests and benchmarks)."""
         if not self.threaded or self._worker is None or self._closed:
             return
         done = threading.Event()
@@ -651,7 +651,7 @@ class HyperspaceService:
             engine.remove(iri)
 
     def close(self, *, save: bool = True) -> None:
-        """Stop the rebuild thread (waits for a build in progress) and save, unless ``save=False``."""
+        """Stop the index worker (waits for the insert in progress) and save, unless ``save=False``."""
         if self._closed:
             return
         self._closed = True
@@ -673,7 +673,7 @@ class HyperspaceService:
             try:
                 self.save()
             except (OSError, GlidingError) as exc:  # the next open re-indexes from L0
-                self.rebuild_errors.append(f"save: {exc}")
+                self.index_errors.append(f"save: {exc}")
         self.engine.close()
 
     def stats(self) -> dict[str, Any]:
@@ -684,7 +684,7 @@ class HyperspaceService:
             **self.engine.stats(),
             "pending": pending,
             "embeddings_queued": queued,
-            "rebuild_errors": list(self.rebuild_errors),
+            "index_errors": list(self.index_errors),
             "searches": self.searches,
             "embeddings_superseded": self.superseded,
             "keyword_index": self.keyword_index,

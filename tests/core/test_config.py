@@ -33,6 +33,13 @@ def test_from_dict_overrides_only_what_it_names() -> None:
     [
         ({"l9": {}}, ("l9",), "unknown config key 'l9'"),
         ({"l1": {"budget": 3}}, ("l1", "budget"), "unknown config key 'l1.budget'"),
+        ({"hyperspace": {"n_trees": 16}}, ("hyperspace", "n_trees"), "'hyperspace.n_trees' was retired: the vector"),
+        ({"hyperspace": {"rebuilds": "thread"}}, ("hyperspace", "rebuilds"), "renamed hyperspace.indexing"),
+        (
+            {"hyperspace": {"search_k_per_result": 8}},
+            ("hyperspace", "search_k_per_result"),
+            "its search breadth is hyperspace.hnsw_expansion_search",
+        ),
         ({"l1": {"token_budget": "many"}}, ("l1", "token_budget"), "must be an integer"),
         ({"l1": {"token_budget": True}}, ("l1", "token_budget"), "must be an integer"),
         ({"l1": {"token_budget": 2.5}}, ("l1", "token_budget"), "must be an integer"),

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gliding_actors._heap import trim_heap
 from gliding_actors.errors import InvalidInput
 from gliding_actors.hyperspace import SearchFilters, parse_filters
 from gliding_actors.scenario._replay import load_and_replay
@@ -235,29 +234,19 @@ def test_the_engine_is_saved_on_close_and_reconciled_with_l0_on_open(tmp_path: P
         reopened.close()
 
 
-def test_background_rebuilds_on_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import gliding_actors.hyperspace._service as service_module
-
-    trims: list[bool] = []  # each rebuild gives the heap pages its snapshot and build freed back
-
-    def spy() -> bool:
-        trims.append(trim_heap())
-        return trims[-1]
-
-    monkeypatch.setattr(service_module, "trim_heap", spy)
-    config = {"hyperspace": {"rebuild_after": 20, "embedder": "hash", "hash_dim": 32}}
+def test_new_vectors_enter_the_graph_on_the_index_worker(tmp_path: Path) -> None:
+    config = {"hyperspace": {"index_after": 20, "embedder": "hash", "hash_dim": 32}}
     with MemorySystem.open(tmp_path / "m", config=config, runtime="threads") as m:
         pa = m.agent("pa", "PA")
         for i in range(45):
             pa.write(f"node:{i}", {"summary": f"note number {i} about topic {i % 5}"})
         pa.search("topic", 1)  # more than embed_at_search wait: the embed worker makes their vectors
         assert m.hyperspace.wait_embeddings()
-        pa.search("topic", 1)  # installs them, and the rebuild starts
-        m.hyperspace.wait_rebuilds()
+        pa.search("topic", 1)  # installs them, and the worker is handed the space
+        m.hyperspace.wait_indexing()
         space = m.hyperspace.engine.spaces["hash-v1/32"]
-        assert space.stats()["builds"] >= 1 and space.stats()["built"] >= 20
-        assert m.hyperspace.rebuild_errors == []
-        assert len(trims) == space.stats()["builds"]
+        assert space.stats()["in_graph"] >= 20 and space.stats()["in_graph"] + space.stats()["delta"] == 45
+        assert m.hyperspace.index_errors == []
         assert pa.search("note number 44 about topic 4", 1)["iris"] == ["node:44"]
 
 
@@ -331,7 +320,7 @@ def _asked_by_a_search(corpus: int, readable: list[str]) -> tuple[list[str], int
         tokens = " token" * (n % 50)  # scores spread out: a crowd tied at the cut is a different case
         engine.upsert(f"n:{n}", {"summary": f"the{tokens} cache note number {n}"}, version=1, graph=graph)
     for index in engine.spaces.values():
-        index.rebuild()  # the service keeps the exact delta small the same way
+        index.index_delta()  # the service keeps the exact delta small the same way
     asked: list[str] = []
 
     def visible(iri: str) -> bool:
