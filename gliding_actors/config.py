@@ -272,7 +272,7 @@ class HyperspaceConfig:
     #: in docs/HYPERSPACE.md).
     hnsw_connectivity: int = dataclasses.field(default=16, metadata=value_range(2, 256))
     hnsw_expansion_add: int = dataclasses.field(default=128, metadata=value_range(1, 4096))
-    hnsw_expansion_search: int = dataclasses.field(default=64, metadata=value_range(1, 4096))
+    hnsw_expansion_search: int = dataclasses.field(default=48, metadata=value_range(1, 4096))
     #: New vectors wait in an exact buffer (searched by a matrix product) until this many, then go
     #: into the graph together (on the index worker, or inline on the simulator).
     index_after: int = dataclasses.field(default=64, metadata=value_range(1))
