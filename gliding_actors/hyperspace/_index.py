@@ -541,7 +541,7 @@ class VectorIndex:
             return self._new_graph(), set()
 
     def stats(self) -> dict[str, int]:
-        with self._lock:
+        with self._lock, self._graph_lock:
             return {
                 "vectors": len(self._row),
                 "delta": len(self._delta),
