@@ -27,10 +27,11 @@ checked against the registry (``MemorySystem.may_read``) as a read would be.
 New vectors enter each space's HNSW graph on one worker thread (``indexing:
 thread``), a vector at a time, while searches score the few not yet in it
 exactly; on the deterministic simulator they go in inline (``auto``), in the
-order they came, so a replay stays byte-for-byte reproducible. :meth:`HyperspaceService.close` stops the worker
-(joining it) and saves the engine under ``<memory>/hyperspace``; the next open
-loads it and reconciles it with L0 (version and text hash per node), so only
-what changed is embedded again.
+order they came, so a replay stays byte-for-byte reproducible.
+:meth:`HyperspaceService.close` stops the worker (joining it) and saves the
+engine under ``<memory>/hyperspace``; the next open loads it and reconciles
+it with L0 (version and text hash per node), so only what changed is
+embedded again.
 """
 
 from __future__ import annotations
