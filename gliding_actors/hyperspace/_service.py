@@ -45,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gliding_actors._heap import trim_heap
 from gliding_actors.bus import BUS_ACTOR
 from gliding_actors.coherence._hosting import LINE_CHANGED, unpack_value
 from gliding_actors.errors import EmbeddingError, GlidingError, InvalidInput, Timeout, show
@@ -64,6 +65,10 @@ HYPERSPACE_ACTOR = "hyperspace"
 _DIR = "hyperspace"
 #: inserts between two looks at whether the memory is closing (a few tens of milliseconds)
 _INDEX_CHUNK = 128
+#: the heap is trimmed once this many inserts, or a tenth of the vectors indexed, happened since the
+#: last trim: a growing memory trims about 35 times on its way to 50,000 lines, not once per batch
+_TRIM_AFTER = 1000
+_TRIM_GROWTH = 0.1
 _STOP = object()
 
 
@@ -108,6 +113,8 @@ class HyperspaceService:
         self._jobs: queue.Queue[Any] = queue.Queue()
         #: spaces queued for the worker to index (not queued twice)
         self._indexing: set[str] = set()
+        #: inserts by the worker since it last trimmed the heap (the worker's own)
+        self._inserted_since_trim = 0
         self._worker: threading.Thread | None = None
         mode = self.config.embeddings
         #: texts are embedded by a worker thread (see the ``embeddings`` config key)
@@ -560,8 +567,14 @@ class HyperspaceService:
             name, index = job
             try:
                 self._indexing.discard(name)  # vectors added from now on queue the space again
-                while index.index_delta(limit=_INDEX_CHUNK) and not self._closed:
-                    pass  # a backlog (an index loaded without its graph) goes in chunks: close waits for one
+                while True:  # a backlog goes in chunks: close waits for one
+                    done = index.index_delta(limit=_INDEX_CHUNK)
+                    self._inserted_since_trim += done
+                    if not done or self._closed:
+                        break
+                if self._inserted_since_trim >= max(_TRIM_AFTER, _TRIM_GROWTH * len(index)):
+                    self._inserted_since_trim = 0
+                    trim_heap()  # what the embed and index workers freed goes back to the system
             except Exception as exc:  # noqa: BLE001 - kept and reported; the delta still answers exactly
                 self.index_errors.append(f"{name}: {exc}")
 

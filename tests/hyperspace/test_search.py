@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gliding_actors._heap import trim_heap
 from gliding_actors.errors import InvalidInput
 from gliding_actors.hyperspace import SearchFilters, parse_filters
 from gliding_actors.scenario._replay import load_and_replay
@@ -234,7 +235,17 @@ def test_the_engine_is_saved_on_close_and_reconciled_with_l0_on_open(tmp_path: P
         reopened.close()
 
 
-def test_new_vectors_enter_the_graph_on_the_index_worker(tmp_path: Path) -> None:
+def test_new_vectors_enter_the_graph_on_the_index_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gliding_actors.hyperspace._service as service_module
+
+    trims: list[bool] = []  # the heap pages the workers freed go back once enough went in
+
+    def spy() -> bool:
+        trims.append(trim_heap())
+        return trims[-1]
+
+    monkeypatch.setattr(service_module, "trim_heap", spy)
+    monkeypatch.setattr(service_module, "_TRIM_AFTER", 20)
     config = {"hyperspace": {"index_after": 20, "embedder": "hash", "hash_dim": 32}}
     with MemorySystem.open(tmp_path / "m", config=config, runtime="threads") as m:
         pa = m.agent("pa", "PA")
@@ -247,6 +258,7 @@ def test_new_vectors_enter_the_graph_on_the_index_worker(tmp_path: Path) -> None
         space = m.hyperspace.engine.spaces["hash-v1/32"]
         assert space.stats()["in_graph"] >= 20 and space.stats()["in_graph"] + space.stats()["delta"] == 45
         assert m.hyperspace.index_errors == []
+        assert 1 <= len(trims) <= space.stats()["inserts"] // 20
         assert pa.search("note number 44 about topic 4", 1)["iris"] == ["node:44"]
 
 
