@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gliding_actors.errors import CorruptRecord, InvalidInput
 from gliding_actors.hyperspace import BM25Index, VectorIndex
@@ -405,3 +407,40 @@ def test_bm25_matches_the_textbook_formula_and_updates_in_place() -> None:
     assert set(bm.scores(["token"])) == {"d1"}
     assert bm.remove("d1") and not bm.remove("d1")
     assert bm.scores(["token"]) == {} and len(bm) == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(["add", "add", "add", "remove", "index", "search"]), st.integers(0, 11), st.integers(0, 5)),
+        max_size=60,
+    )
+)
+def test_property_any_interleaving_keeps_the_books_and_answers_only_live_vectors_exactly(
+    ops: list[tuple[str, int, int]],
+) -> None:
+    """Whatever mix of adds, replacements, deletes and inserts: every live key is in the graph or the
+    delta (never both), the graph holds nothing else but tombstones, and a search answers live keys with
+    their current vector's exact cosine."""
+    vectors = _data(6, dim=8, seed=2)
+    index = VectorIndex(8, index_after=3, expansion_search=4, scan_factor=1)
+    live: dict[str, int] = {}
+    for op, key_no, vector_no in ops:
+        key = f"k{key_no}"
+        if op == "add":
+            index.add(key, vectors[vector_no])
+            live[key] = vector_no
+        elif op == "remove":
+            assert index.remove(key) == (live.pop(key, None) is not None)
+        elif op == "index":
+            index.index_delta()
+        else:
+            for hit, score in index.search(vectors[vector_no], 4):
+                assert score == pytest.approx(float(vectors[live[hit]] @ vectors[vector_no]), abs=1e-5)
+        stats = index.stats()
+        assert stats["vectors"] == len(live) == stats["in_graph"] + stats["delta"]
+        assert set(index._delta).isdisjoint(index._key_label) and set(index._key_label) | set(index._delta) == set(live)
+        in_graph = {int(label) for label in np.asarray(index._graph.keys).tolist()}
+        assert in_graph == set(index._label_key) | set(index._stale)  # every other item will be removed
+    index.index_delta()
+    assert index.stats()["tombstones"] == 0 and index.stats()["in_graph"] == len(live)
