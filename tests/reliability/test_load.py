@@ -126,6 +126,13 @@ def _temp_memories() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("gliding-actors-*")}
 
 
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Temporary memories go to this test's own folder: another process opening and closing memories
+    in the shared temporary folder meanwhile (a second test run, a benchmark) is not this test's doing."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -138,6 +145,7 @@ def _temp_memories() -> set[str]:
         {"agents": 2, "ops_per_agent": 10, "lines": 5, "seed": 1, "cache_lines": 0},
     ],
 )
+@pytest.mark.usefixtures("private_tmp")
 def test_bad_sizes_are_refused_before_a_memory_opens(kwargs: dict[str, object]) -> None:
     before = _temp_memories()
     with pytest.raises(InvalidInput):
@@ -157,6 +165,7 @@ def test_bad_sizes_are_refused_before_a_memory_opens(kwargs: dict[str, object]) 
         {"seconds": 1, "config": {"no_such_section": {}}},
     ],
 )
+@pytest.mark.usefixtures("private_tmp")
 def test_bad_soak_arguments_are_refused_before_a_memory_opens(kwargs: dict[str, object]) -> None:
     before = _temp_memories()
     with pytest.raises(InvalidInput):
