@@ -566,7 +566,7 @@ class HyperspaceEngine:
             return verdict
 
         c = self.config
-        depth = max(4 * k, 50)
+        depth = max(_DEPTH_PER_ANSWER * k, _MIN_DEPTH)
         rankings: list[_Ranked] = []
         if text.strip():
             rankings.append(self._text_ranking(text, depth, allow, ok, readable))
@@ -760,6 +760,14 @@ def _discard(index: dict[str, set[str]], key: str, iri: str) -> None:
         members.discard(iri)
         if not members:
             del index[key]
+
+
+#: how deep each ranking goes for ``k`` answers: ``max(3 k, 50)``. Deep enough for fusion to lift a
+#: node several rankings agree on (four gave the same context recall within 0.004 on the development
+#: LoCoMo file), and no deeper: a context's recall asks for 62 to 125 answers, and a ranking's cost
+#: follows its depth on a large memory.
+_DEPTH_PER_ANSWER = 3
+_MIN_DEPTH = 50
 
 
 def _top(items: list[tuple[str, float]], k: int) -> list[tuple[str, float]]:

@@ -527,11 +527,12 @@ class HyperspaceService:
                     answer = readable[graph] = permissions.allowed(role, graph, "read")
                 return answer
 
-            line_graph = memory.line_graphs.graph_of
+            # asked about every candidate of every ranking: plain dict reads, the matrix once per graph
+            line_graph, default_graph, docs = memory.line_graphs.graphs, memory.line_graphs.default_graph, engine.docs
 
             def visible_fn(iri: str) -> bool:
-                doc = engine.docs.get(iri)
-                if doc is None or not may(line_graph(iri)):  # MemorySystem.may_read, per graph
+                doc = docs.get(iri)
+                if doc is None or not may(line_graph.get(iri, default_graph)):  # MemorySystem.may_read, per graph
                     return False
                 return doc.source != "line" or may(doc.graph)
 
