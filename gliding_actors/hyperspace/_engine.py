@@ -53,6 +53,14 @@ if TYPE_CHECKING:
 
 __all__ = ["Doc", "HyperspaceEngine", "SearchFilters", "parse_filters"]
 
+#: how deep each ranking goes for ``k`` answers: ``max(3 k, 50)``. Deep enough for fusion to lift a
+#: node several rankings agree on (four gave the same context recall within 0.004 on the development
+#: LoCoMo file), and no deeper: a context's recall asks for 62 to 125 answers, and a ranking's cost
+#: follows its depth on a large memory.
+_DEPTH_PER_ANSWER = 3
+_MIN_DEPTH = 50
+
+
 #: The default context's vocabulary: ``@type: "Task"`` is ``VOCAB + "Task"`` in the graph.
 VOCAB = "https://gliding-actors.dev/ns#"
 
@@ -760,14 +768,6 @@ def _discard(index: dict[str, set[str]], key: str, iri: str) -> None:
         members.discard(iri)
         if not members:
             del index[key]
-
-
-#: how deep each ranking goes for ``k`` answers: ``max(3 k, 50)``. Deep enough for fusion to lift a
-#: node several rankings agree on (four gave the same context recall within 0.004 on the development
-#: LoCoMo file), and no deeper: a context's recall asks for 62 to 125 answers, and a ranking's cost
-#: follows its depth on a large memory.
-_DEPTH_PER_ANSWER = 3
-_MIN_DEPTH = 50
 
 
 def _top(items: list[tuple[str, float]], k: int) -> list[tuple[str, float]]:
