@@ -2,15 +2,20 @@
 
 L0 is the one durable copy of every line; the L2 graph, the registry of which
 graph each line is in (the agents' fast permission checks) and the table of
-lines with a time to live are rebuilt from it, in one pass over its entries.
+lines with a time to live are rebuilt from it, in one pass over its entries,
+or from the snapshot of those lines a clean close left (gliding_actors/_line_snapshot.py).
 L1's archived turns are L0-only nodes, not lines, and are left out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+
+import pyoxigraph as ox
 
 from gliding_actors._expiry import ExpiryTable
+from gliding_actors._line_snapshot import LineSnapshot, read_line_snapshot
 from gliding_actors._progress import ProgressReporter
 from gliding_actors.coherence._home import EXPIRES_AT
 from gliding_actors.l0 import L0Store
@@ -18,7 +23,25 @@ from gliding_actors.l1 import is_archive_iri
 from gliding_actors.l2._graph import GraphNode, GraphStore
 from gliding_actors.l2._registry import LineGraphs
 
-__all__ = ["rebuild_lines"]
+__all__ = ["load_lines", "open_lines", "rebuild_lines"]
+
+
+def open_lines(
+    l0: L0Store,
+    graph: GraphStore,
+    line_graphs: LineGraphs,
+    expiry: ExpiryTable,
+    progress: ProgressReporter,
+    snapshot_file: Path | None,
+) -> str:
+    """Load the lines from the snapshot at ``snapshot_file`` when L0 is marked as it left it, else
+    rebuild them from L0; says which: ``"snapshot"`` or ``"l0"``."""
+    snapshot = None if snapshot_file is None else read_line_snapshot(snapshot_file, l0.clean_mark)
+    if snapshot is None:
+        rebuild_lines(l0, graph, line_graphs, expiry, progress)
+        return "l0"
+    load_lines(snapshot, graph, line_graphs, expiry, progress)
+    return "snapshot"
 
 
 def rebuild_lines(
@@ -49,3 +72,27 @@ def rebuild_lines(
         reporter.report("lines", done, done)  # the last report says it ended (nodes deleted meanwhile)
 
     graph.load_nodes(lines(), stored=True)  # values as L0 stored them: checked when written
+
+
+def load_lines(
+    snapshot: LineSnapshot,
+    graph: GraphStore,
+    line_graphs: LineGraphs,
+    expiry: ExpiryTable,
+    progress: ProgressReporter | None = None,
+) -> None:
+    """:func:`rebuild_lines` from a snapshot of the lines instead of L0 (``progress`` hears of the
+    same stage, ``lines``)."""
+    reporter = progress or ProgressReporter()
+    total = len(snapshot.lines)
+
+    def lines() -> Iterator[tuple[GraphNode, tuple[ox.Quad, ...]]]:
+        for done, (node, quads, expires) in enumerate(snapshot.lines, 1):
+            reporter.report("lines", done, total)
+            yield node, quads
+            line_graphs.record(node.iri, node.graph, node.version)
+            if expires is not None:
+                expiry.note(node.iri, node.version, expires)
+        reporter.report("lines", total, total)
+
+    graph.load_worked_out(lines())

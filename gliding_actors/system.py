@@ -22,8 +22,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from gliding_actors._checks import check_iri, line_value_check
 from gliding_actors._crashes import CrashOps
@@ -31,9 +30,10 @@ from gliding_actors._dataset import export_lines, parse_dataset, write_lines
 from gliding_actors._expiry import SWEEPER_AGENT, ExpirySweeper, ExpiryTable
 from gliding_actors._gc_pause import collection_paused
 from gliding_actors._l0_layout import check_l0_layout, record_l0_layout
+from gliding_actors._line_snapshot import LINE_SNAPSHOT, save_lines_on_close
 from gliding_actors._open_args import checked_open_args
 from gliding_actors._progress import ProgressFn, ProgressReporter
-from gliding_actors._reopen import rebuild_lines
+from gliding_actors._reopen import open_lines
 from gliding_actors._supervision import SUPERVISOR_ACTOR, Supervision, SupervisorActor
 from gliding_actors.agent import ROLES, Agent
 from gliding_actors.bus import BUS_ACTOR, BusState, MemoryBus
@@ -129,7 +129,11 @@ class MemorySystem(CrashOps):
             self.line_graphs.version_of,
             config.runtime.ask_timeout_s,
         )
-        rebuild_lines(self._l0, self.graph, self.line_graphs, self.expiry.table, self.progress)  # from L0
+        self._snapshot_file = None if config.l0.sharded else path / LINE_SNAPSHOT  # a clean close's (one L0)
+        #: where the lines came from: "snapshot" (what the last clean close saved) or "l0" (rebuilt)
+        self.lines_loaded_from = open_lines(
+            self._l0, self.graph, self.line_graphs, self.expiry.table, self.progress, self._snapshot_file
+        )
         self.board = SnapshotBoard()
         self.modify_functions = ModifyFunctions()  # lent by agent handles, found by their caches
         #: the counters behind stats() (gliding_actors/metrics); tokens in the context layer's counter
@@ -752,43 +756,43 @@ class MemorySystem(CrashOps):
             return dict(self._agents)
 
     # -- lifecycle ---------------------------------------------------------
-    def _release(self, *, save_index: bool) -> None:
-        """Stop every actor, then let go of every store: the one list a new layer joins."""
+    def _release(self, *, save_index: bool, snapshot: bool = False) -> None:
+        """Stop every actor, then let go of every store (``snapshot``: of the lines, for the next open)."""
         self._runtime.shutdown()
         self.hyperspace.close(save=save_index)
-        self._l0.close()
+        file = self._snapshot_file if snapshot else None  # L0 holds every line once a close flushed them
+        token = None if file is None else save_lines_on_close(self._l0, self.graph, DEFAULT_GRAPH, file)
+        self._l0.close(clean_mark=token)
         self.graph.close()
 
     def close(self, *, flush: bool = True, timeout: float | None = None) -> None:
         """Write dirty lines down to L0 (unless ``flush=False``), then stop every actor.
 
         A clean close loses nothing: write-back data still held in agents'
-        caches is recalled and made durable first. ``flush=False`` is for a
-        memory that is thrown away. The directory is removed when :meth:`open`
-        made a temporary one.
+        caches is recalled and made durable first; then it saves a snapshot of
+        the lines, which the next open loads if L0 is as the close left it.
+        ``flush=False`` is for a memory that is thrown away. The directory is
+        removed when :meth:`open` made a temporary one.
         """
         if self._closed:
             return
         self._closed = True
         if self._recorder is not None:
             self._recorder.close()  # the closing flush is not an op of the trace
+        flushed = False
         try:
             if flush and not self._owns_path:
                 self.submit_flush().get(timeout)
+                flushed = True
         finally:
-            self._release(save_index=not self._owns_path)
+            self._release(save_index=not self._owns_path, snapshot=flushed)
         if self._owns_path:
             shutil.rmtree(self._path, ignore_errors=True)
 
-    def __enter__(self) -> MemorySystem:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

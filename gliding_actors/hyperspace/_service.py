@@ -648,7 +648,7 @@ class HyperspaceService:
         seen: set[str] = set()
         memory = self._memory
         with memory.graph_lock:
-            lines = [(n.iri, n.version) for n in memory.graph.lines() if n.value is not None]
+            lines = memory.graph.live_versions()
         archives = [(e.iri, e.version) for e in memory.l0.query(prefix=ARCHIVE_PREFIX)]
         for iri, version in [*lines, *archives]:
             seen.add(iri)

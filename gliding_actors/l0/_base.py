@@ -225,6 +225,9 @@ class _StoreBase:
             self._check_format()
             _mark(self._path)
             self._high_water = self._check_high_water()
+            self._clean_mark = self._read_clean_mark()
+            #: whether the database holds a clean mark the next write must delete
+            self._mark_held = self._db.get(K.META_CLEAN_MARK) is not None
         except BaseException:
             self._db.close()
             raise
@@ -312,8 +315,31 @@ class _StoreBase:
                 if iri.startswith(prefix):
                     listener(iri)
 
+    def _read_clean_mark(self) -> str | None:
+        raw = self._db.get(K.META_CLEAN_MARK)
+        if raw is None:
+            return None
+        try:
+            token = _unpackb(raw)
+        except (ValueError, msgpack.UnpackException):
+            token = None
+        return token if type(token) is str else None  # a damaged mark marks nothing
+
+    @property
+    def clean_mark(self) -> str | None:
+        """The token a clean close left (:meth:`set_clean_mark`) if nothing was written since.
+
+        Read when the store opened; the first write of this life deletes it
+        from the database, so a later open sees it only if this life ends
+        in another clean close (``close(clean_mark=...)``)."""
+        return self._clean_mark
+
     def _commit(self, wb: Any, sync: bool) -> None:
-        """Write batch ``wb``; a synced one also advances the high-water count (caller holds the write lock)."""
+        """Write batch ``wb`` (deleting the clean mark, if one is held); a synced one also advances
+        the high-water count (caller holds the write lock)."""
+        if self._mark_held:
+            wb.delete(K.META_CLEAN_MARK)
+            self._mark_held = False
         if not sync:
             wb.write()
             return
@@ -357,17 +383,26 @@ class _StoreBase:
             # build refuses the database instead of ignoring its tombstones.
             self._db.put(K.META_FORMAT, packb(K.FORMAT_VERSION), sync=True)
 
-    def close(self) -> None:
+    def close(self, *, clean_mark: str | None = None) -> None:
         """Write pending access counts down (synchronously) and close. Idempotent.
+
+        ``clean_mark``: the token of a snapshot of what the database holds,
+        written beside it; recorded (durably) after the last write, so that
+        the next life finds it as :attr:`clean_mark`, unless something wrote
+        to the database in between (the first write deletes it).
 
         Call it only once other threads have stopped reading: LevelDB must not
         be closed under a read in flight.
         """
+        if clean_mark is not None and (type(clean_mark) is not str or not clean_mark):
+            raise InvalidInput(f"a clean mark is a non-empty string, not {show(clean_mark)}")
         with self._write_lock:
             if self._closed:
                 return
             try:
                 self.flush(sync=True)
+                if clean_mark is not None:
+                    self._db.put(K.META_CLEAN_MARK, packb(clean_mark), sync=True)
             finally:
                 self._closed = True
                 self._db.close()

@@ -62,6 +62,9 @@ META_FORMAT = b"\x00meta:format"
 META_HIGH_WATER = b"\x00meta:high-water"
 #: msgpack int: the last epoch handed out by ``reserve_epoch`` (line versions are numbered above it)
 META_EPOCH = b"\x00meta:epoch"
+#: msgpack str: the token of the snapshot a clean close left beside the store; the first write
+#: after that (any write, by any program going through L0Store or repair) deletes it
+META_CLEAN_MARK = b"\x00meta:clean-mark"
 META_PREFIX = b"\x00meta:"
 NODE = b"n:"
 ACCESS = b"a:"

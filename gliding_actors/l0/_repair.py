@@ -25,7 +25,13 @@ import plyvel
 from gliding_actors.clock import SystemClock
 from gliding_actors.errors import CorruptRecord, IncompatibleFormat, StorageError
 from gliding_actors.l0 import _keys as K
-from gliding_actors.l0._base import MARKER, _holds_leveldb_files, _mark, _read_high_water, write_high_water
+from gliding_actors.l0._base import (
+    MARKER,
+    _holds_leveldb_files,
+    _mark,
+    _read_high_water,
+    write_high_water,
+)
 from gliding_actors.l0._entry import (
     check_record_fields,
     decode_access,
@@ -146,6 +152,8 @@ def repair_l0(path: str | os.PathLike[str], *, in_place: bool = False) -> dict[s
                     accesses.append((key, value))
                 elif key.startswith(_DERIVED):
                     batch.delete(key)  # rebuilt below from the nodes (in a batch, the later put wins)
+                elif key == K.META_CLEAN_MARK:
+                    batch.delete(key)  # a repaired store is not what a clean close left
                 elif key == K.META_FORMAT or key.startswith(K.META_PREFIX):
                     continue
                 else:

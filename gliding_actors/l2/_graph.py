@@ -428,16 +428,30 @@ class GraphStore:
         :class:`InvalidInput` for a line held already or given twice; then
         nothing was put.
         """
+        return self._load(((node, None) for node in nodes), stored)
+
+    def load_worked_out(self, lines: Iterable[tuple[GraphNode, tuple[ox.Quad, ...]]]) -> int:
+        """:meth:`load_nodes` for lines given with their quads (read back from a snapshot of this
+        store's lines), which are not parsed from the values again. The caller vouches that each
+        line's quads are the ones its value makes (a later write replaces exactly those)."""
+        return self._load(lines, True)
+
+    def _load(self, lines: Iterable[tuple[GraphNode, tuple[ox.Quad, ...] | None]], stored: bool) -> int:
         store = self._open()
         fresh: dict[str, _Entry] = {}
         quads: list[ox.Quad] = []
-        for node in nodes:
+        for node, known in lines:
             if node.iri in self._nodes or node.iri in fresh:
                 raise InvalidInput(f"line {show(node.iri)} is held already or given twice", path=("iri",))
             graph_node, kept_tags = self._checked(node.iri, node.graph, node.version, node.tags, node.importance)
-            entry = fresh[node.iri] = self._entry(
-                node.iri, node.value, node.graph, graph_node, node.version, kept_tags, node.importance, stored
-            )
+            if known is None:
+                entry = self._entry(
+                    node.iri, node.value, node.graph, graph_node, node.version, kept_tags, node.importance, stored
+                )
+            else:
+                importance = None if node.importance is None else float(node.importance)
+                entry = _Entry(node.value, node.graph, node.version, known, kept_tags, importance)
+            fresh[node.iri] = entry
             quads.extend(entry.quads)
         try:
             store.extend(quads)
@@ -579,6 +593,11 @@ class GraphStore:
         return [
             GraphNode(iri, e.value, e.graph, e.version, e.tags, e.importance) for iri, e in sorted(self._nodes.items())
         ]
+
+    def live_versions(self) -> list[tuple[str, int]]:
+        """``(iri, version)`` of every live line, in no order: :meth:`lines` without the tombstones,
+        the values and the sort (an index comparing itself with the lines on open)."""
+        return [(iri, e.version) for iri, e in self._nodes.items() if e.value is not None]
 
     def graph_of(self, iri: str) -> str | None:
         """The graph of a live line; ``None`` if absent or deleted."""

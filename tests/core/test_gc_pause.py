@@ -46,7 +46,7 @@ def test_a_failed_open_gives_the_collector_back(
     def damaged(*_args: object, **_kwargs: object) -> None:
         raise CorruptRecord("a damaged node")
 
-    monkeypatch.setattr("gliding_actors.system.rebuild_lines", damaged)
+    monkeypatch.setattr("gliding_actors.system.open_lines", damaged)
     with pytest.raises(CorruptRecord):
         MemorySystem.open(tmp_path, config=HASH)
     assert gc.isenabled()

@@ -756,3 +756,13 @@ def test_load_nodes_leaves_what_put_node_leaves(stored: bool) -> None:
 def test_load_nodes_refusing_one_line_puts_none(store: GraphStore, nodes: list[GraphNode]) -> None:
     store.put_node("task:held", {"title": "held"}, "plan", 1)
     refused(store, lambda: store.load_nodes(nodes))
+
+
+def test_live_versions_are_the_live_lines_of_the_node_map(store: GraphStore) -> None:
+    store.put_node("task:a", {"title": "A"}, "plan", 3)
+    store.put_node("task:b", {"title": "B"}, "review", 1)
+    store.put_node("task:b", None, "review", 2)  # a tombstone is not live
+    store.put_node("task:c", {"title": "C"}, "plan", 5)
+    store.put_node("task:a", {"title": "A2"}, "plan", 4)
+    assert sorted(store.live_versions()) == [("task:a", 4), ("task:c", 5)]
+    assert sorted(store.live_versions()) == [(n.iri, n.version) for n in store.lines() if n.value is not None]
