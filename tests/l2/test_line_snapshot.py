@@ -72,7 +72,8 @@ def test_a_clean_close_is_reopened_from_its_snapshot_and_gives_the_memory_a_rebu
         with MemorySystem.open(where, runtime="sim", config=HASH) as memory:
             assert memory.lines_loaded_from == source
             states[source] = _state(memory)
-            assert memory.agent("da", "DA").read("plan:nested")["value"]["goal"] == "ship v2"
+            held = memory.agent("da", "DA").read("plan:nested")
+            assert held is not None and held["value"]["goal"] == "ship v2"
     assert states["snapshot"] == states["l0"]
     assert len(states["l0"]["nodes"]) == len(VALUES) + 1  # a deleted line leaves L0: no node
     assert [e[1] for e in states["l0"]["expiry"]] == ["plan:soon"]
