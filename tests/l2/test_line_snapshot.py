@@ -73,7 +73,7 @@ def test_a_clean_close_is_reopened_from_its_snapshot_and_gives_the_memory_a_rebu
             assert memory.lines_loaded_from == source
             states[source] = _state(memory)
             held = memory.agent("da", "DA").read("plan:nested")
-            assert held is not None and held["value"]["goal"] == "ship v2"
+            assert held is not None and held["value"] == {"goal": "ship v2", "steps": [{"n": 1, "do": "a"}]}
     assert states["snapshot"] == states["l0"]
     assert len(states["l0"]["nodes"]) == len(VALUES) + 1  # a deleted line leaves L0: no node
     assert [e[1] for e in states["l0"]["expiry"]] == ["plan:soon"]
