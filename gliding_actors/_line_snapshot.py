@@ -65,10 +65,8 @@ def write_line_snapshot(l0: L0Store, graph: GraphStore, default_graph: str, path
         if is_archive_iri(entry.iri):
             continue
         named = entry.named_graph or default_graph
-        held = graph.node(entry.iri)
-        if held is not None and held.version == entry.version and held.graph == named and held.value is not None:
-            own = graph.quads_of(entry.iri)
-        else:
+        own = graph.quads_if_held(entry.iri, entry.version, named)
+        if own is None:
             own = to_quads(entry.iri, entry.content, graph.graph_node(named), stored=True)
         expires = entry.metadata.get(EXPIRES_AT)
         rows.append([
@@ -109,7 +107,14 @@ def write_line_snapshot(l0: L0Store, graph: GraphStore, default_graph: str, path
 def save_lines_on_close(l0: L0Store, graph: GraphStore, default_graph: str, path: Path) -> str | None:
     """At a clean close, once nothing but ``l0.close`` writes to ``l0`` any more: write the snapshot
     to ``path``; the token ``l0.close(clean_mark=...)`` records, or None when the snapshot could
-    not be written (the next open then reads L0, as after a crash)."""
+    not be written (the next open then reads L0, as after a crash).
+
+    A life that found L0 marked and wrote nothing to it but its epoch and access counts leaves L0
+    as the snapshot of that mark describes it: the token is kept and nothing is written (a life
+    that only read closes at once). Whether that file is still whole is checked when it is read.
+    """
+    if not l0.nodes_written and l0.clean_mark is not None:
+        return l0.clean_mark
     token = secrets.token_hex(16)
     try:
         write_line_snapshot(l0, graph, default_graph, path, token)
@@ -155,8 +160,18 @@ def _parse(data: bytes, token: str) -> LineSnapshot | None:
     lines: list[tuple[GraphNode, tuple[ox.Quad, ...], float | None]] = []
     at = 0
     for iri, value, graph, version, tags, importance, expires, count in rows:
+        # the graph checks the rest as it loads the lines (GraphStore._checked); these it takes as given
+        if (
+            type(value) is not dict
+            or type(count) is not int
+            or count < 0
+            or type(tags) is not list
+            or (expires is not None and type(expires) is not float)
+        ):
+            return None
         end = at + count
-        lines.append((GraphNode(iri, value, graph, version, tuple(tags), importance), tuple(quads[at:end]), expires))
+        node = GraphNode(iri, value, graph, version, tuple(tags), importance)
+        lines.append((node, tuple(quads[at:end]), expires))
         at = end
     if at != len(quads):
         return None

@@ -18,6 +18,7 @@ from gliding_actors._expiry import ExpiryTable
 from gliding_actors._line_snapshot import LineSnapshot, read_line_snapshot
 from gliding_actors._progress import ProgressReporter
 from gliding_actors.coherence._home import EXPIRES_AT
+from gliding_actors.errors import InvalidInput
 from gliding_actors.l0 import L0Store
 from gliding_actors.l1 import is_archive_iri
 from gliding_actors.l2._graph import GraphNode, GraphStore
@@ -35,13 +36,17 @@ def open_lines(
     snapshot_file: Path | None,
 ) -> str:
     """Load the lines from the snapshot at ``snapshot_file`` when L0 is marked as it left it, else
-    rebuild them from L0; says which: ``"snapshot"`` or ``"l0"``."""
+    rebuild them from L0; says which: ``"snapshot"`` or ``"l0"``. A snapshot whose lines the graph
+    refuses (a file made to look whole) is not used: the graph took none of them."""
     snapshot = None if snapshot_file is None else read_line_snapshot(snapshot_file, l0.clean_mark)
-    if snapshot is None:
-        rebuild_lines(l0, graph, line_graphs, expiry, progress)
-        return "l0"
-    load_lines(snapshot, graph, line_graphs, expiry, progress)
-    return "snapshot"
+    if snapshot is not None:
+        try:
+            load_lines(snapshot, graph, line_graphs, expiry, progress)
+            return "snapshot"
+        except InvalidInput:
+            pass
+    rebuild_lines(l0, graph, line_graphs, expiry, progress)
+    return "l0"
 
 
 def rebuild_lines(
@@ -82,17 +87,20 @@ def load_lines(
     progress: ProgressReporter | None = None,
 ) -> None:
     """:func:`rebuild_lines` from a snapshot of the lines instead of L0 (``progress`` hears of the
-    same stage, ``lines``)."""
+    same stage, ``lines``). Raises :class:`InvalidInput` for a line the graph refuses, having
+    changed nothing: the registry and the expiry table are filled once the graph took every line."""
     reporter = progress or ProgressReporter()
-    total = len(snapshot.lines)
+    lines = snapshot.lines
+    total = len(lines)
 
-    def lines() -> Iterator[tuple[GraphNode, tuple[ox.Quad, ...]]]:
-        for done, (node, quads, expires) in enumerate(snapshot.lines, 1):
+    def worked_out() -> Iterator[tuple[GraphNode, tuple[ox.Quad, ...]]]:
+        for done, (node, quads, _expires) in enumerate(lines, 1):
             reporter.report("lines", done, total)
             yield node, quads
-            line_graphs.record(node.iri, node.graph, node.version)
-            if expires is not None:
-                expiry.note(node.iri, node.version, expires)
-        reporter.report("lines", total, total)
 
-    graph.load_worked_out(lines())
+    graph.load_worked_out(worked_out())
+    line_graphs.record_many((node.iri, node.graph, node.version) for node, _quads, _expires in lines)
+    for node, _quads, expires in lines:
+        if expires is not None:
+            expiry.note(node.iri, node.version, expires)
+    reporter.report("lines", total, total)

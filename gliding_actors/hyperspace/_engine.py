@@ -703,7 +703,7 @@ class HyperspaceEngine:
             doc = Doc.from_plain(row)
             self.docs[doc.iri] = doc
             self._link(doc)
-            if doc.text.strip() and not doc.space:  # saved while it waited for its vector
+            if not doc.space and doc.text.strip():  # saved while it waited for its vector
                 self.waiting[doc.iri] = self._new_waiting[doc.iri] = doc.text_hash
         docs = self.docs
         for index in self.spaces.values():

@@ -228,6 +228,7 @@ class _StoreBase:
             self._clean_mark = self._read_clean_mark()
             #: whether the database holds a clean mark the next write must delete
             self._mark_held = self._db.get(K.META_CLEAN_MARK) is not None
+            self._nodes_written = False
         except BaseException:
             self._db.close()
             raise
@@ -294,7 +295,7 @@ class _StoreBase:
                 epoch = held + 1
             wb = self._db.write_batch()
             wb.put(K.META_EPOCH, packb(epoch))
-            self._commit(wb, sync=True)
+            self._commit(wb, sync=True, nodes=False)
         return epoch
 
     def add_listener(self, prefix: str, listener: Callable[[str], None]) -> None:
@@ -334,9 +335,18 @@ class _StoreBase:
         in another clean close (``close(clean_mark=...)``)."""
         return self._clean_mark
 
-    def _commit(self, wb: Any, sync: bool) -> None:
+    @property
+    def nodes_written(self) -> bool:
+        """Whether this life wrote anything but its epoch and access counts (nodes, tombstones,
+        annotations: every other write counts, so a new kind of write counts too)."""
+        return self._nodes_written
+
+    def _commit(self, wb: Any, sync: bool, *, nodes: bool = True) -> None:
         """Write batch ``wb`` (deleting the clean mark, if one is held); a synced one also advances
-        the high-water count (caller holds the write lock)."""
+        the high-water count (caller holds the write lock). ``nodes=False``: the batch holds only
+        the epoch or access counts (see :attr:`nodes_written`)."""
+        if nodes:
+            self._nodes_written = True
         if self._mark_held:
             wb.delete(K.META_CLEAN_MARK)
             self._mark_held = False
@@ -478,7 +488,7 @@ class _StoreBase:
                         # An empty batch may not reach the log; rewrite the format
                         # key so that the fsync happens.
                         put(K.META_FORMAT, packb(K.FORMAT_VERSION))
-                    self._commit(wb, sync)
+                    self._commit(wb, sync, nodes=False)
                 except BaseException:
                     self._pending = pending
                     raise

@@ -594,6 +594,13 @@ class GraphStore:
             GraphNode(iri, e.value, e.graph, e.version, e.tags, e.importance) for iri, e in sorted(self._nodes.items())
         ]
 
+    def quads_if_held(self, iri: str, version: int, graph: str) -> tuple[ox.Quad, ...] | None:
+        """The quads of line ``iri`` if it is held live at ``version`` in ``graph``, else None."""
+        entry = self._nodes.get(iri)
+        if entry is None or entry.value is None or entry.version != version or entry.graph != graph:
+            return None
+        return entry.quads
+
     def live_versions(self) -> list[tuple[str, int]]:
         """``(iri, version)`` of every live line, in no order: :meth:`lines` without the tombstones,
         the values and the sort (an index comparing itself with the lines on open)."""

@@ -38,7 +38,7 @@ assignment must happen together.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from gliding_actors.errors import InvalidInput, show
 
@@ -100,6 +100,22 @@ class LineGraphs:
         for listener in self._listeners:
             listener(iri, version, False)
         return True
+
+    def record_many(self, lines: Iterable[tuple[str, str, int]]) -> None:
+        """:meth:`record` of each ``(iri, graph, version)``, under one hold of the lock (a memory
+        opening records every line it holds)."""
+        accepted: list[tuple[str, int]] = []
+        with self._lock:
+            graphs, versions = self._graphs, self._versions
+            for iri, graph, version in lines:
+                if version < versions.get(iri, -1):
+                    continue
+                versions[iri] = version
+                graphs[iri] = graph
+                accepted.append((iri, version))
+        for listener in self._listeners:
+            for iri, version in accepted:
+                listener(iri, version, False)
 
     def reset(self, iri: str, graph: str | None, version: int) -> None:
         """Set ``iri``'s entry whatever it held (None graph: forget the line).

@@ -186,9 +186,15 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
         assert again.search(data[probe], 5) == index.search(data[probe], 5)
     assert "k1" not in again and again.stats()["scans"] == 0
     assert not VectorIndex(32).load(tmp_path / "absent")
-    (tmp_path / "ix" / "vectors.npy").write_bytes(b"garbage")
-    with pytest.raises(CorruptRecord):
-        VectorIndex(32).load(tmp_path / "ix")
+    saved = (tmp_path / "ix" / "vectors.npy").read_bytes()
+    for damaged in (b"garbage", saved[:-7]):  # not an array; an array cut short
+        (tmp_path / "ix" / "vectors.npy").write_bytes(damaged)
+        with pytest.raises(CorruptRecord):
+            VectorIndex(32).load(tmp_path / "ix")
+    for other in (np.zeros((119, 16), dtype=np.float32), np.zeros((119, 32)), np.asfortranarray(np.zeros((119, 32), dtype=np.float32))):
+        np.save(tmp_path / "ix" / "vectors.npy", other)  # other columns, another type, Fortran order
+        with pytest.raises(CorruptRecord):
+            VectorIndex(32).load(tmp_path / "ix")
 
 
 def test_a_graph_that_does_not_load_is_built_again_from_the_vectors(tmp_path: Path) -> None:
@@ -367,6 +373,8 @@ def test_groups_survive_a_save_and_an_index_saved_without_them_says_so(tmp_path:
     index.save(tmp_path / "ix")
     again = VectorIndex(32)
     assert again.load(tmp_path / "ix") and not again.loaded_without_groups
+    assert sorted(zip(again._group_names, again._group_count, strict=True)) == [("g0", 25), ("g1", 25)]
+    assert all(again.group_of(f"k{i}") == f"g{i % 2}" for i in range(50))
     loaded, kept = again.search(data[3], 50, groups={"g1"}), index.search(data[3], 50, groups={"g1"})
     assert [k for k, _ in loaded] == [k for k, _ in kept] and len(kept) == 25
     assert [s for _, s in loaded] == pytest.approx([s for _, s in kept], abs=1e-6)

@@ -272,6 +272,18 @@ def test_line_graphs_keeps_the_newest_version() -> None:
         LineGraphs("")
 
 
+def test_line_graphs_record_many_is_record_of_each() -> None:
+    one_by_one, at_once = LineGraphs("shared"), LineGraphs("shared")
+    heard: list[tuple[str, int, bool]] = []
+    at_once.add_listener(lambda iri, version, forced: heard.append((iri, version, forced)))
+    lines = [("a:1", "plan", 3), ("a:2", "review", 1), ("a:1", "review", 2), ("a:2", "plan", 4)]
+    for line in lines:
+        one_by_one.record(*line)
+    at_once.record_many(lines)
+    assert at_once.snapshot() == one_by_one.snapshot() == {"a:1": ("plan", 3), "a:2": ("plan", 4)}
+    assert heard == [("a:1", 3, False), ("a:2", 1, False), ("a:2", 4, False)]  # the late one is not heard
+
+
 # -- config -------------------------------------------------------------------------
 
 

@@ -7,13 +7,16 @@ Whatever the open loads from, the memory it gives is the same: the same graph
 from __future__ import annotations
 
 import shutil
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 
 from gliding_actors import MemorySystem
-from gliding_actors._line_snapshot import LINE_SNAPSHOT
+from gliding_actors._line_snapshot import _PREFIX, LINE_SNAPSHOT, MAGIC
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import InvalidInput
 from gliding_actors.l0 import L0Store
@@ -112,6 +115,24 @@ def test_a_write_after_the_close_sends_the_open_back_to_l0(tmp_path: Path) -> No
         assert memory.graph.node("plan:added") is not None
 
 
+def test_a_life_that_only_read_keeps_the_snapshot_and_one_that_wrote_saves_a_new_one(tmp_path: Path) -> None:
+    path = tmp_path / "m"
+    _fill(path)
+    file = path / LINE_SNAPSHOT
+    written = file.read_bytes()
+    with MemorySystem.open(path, runtime="sim", config=HASH) as memory:
+        da = memory.agent("da", "DA")
+        assert da.read("plan:nested") is not None and da.search("ship", k=3)  # reads, access counts
+    assert file.read_bytes() == written  # the same file, the same token: not written again
+    with MemorySystem.open(path, runtime="sim", config=HASH) as memory:
+        assert memory.lines_loaded_from == "snapshot"
+        memory.agent("admin", "system").write("plan:new", {"goal": "new"}, graph="plan")
+    assert file.read_bytes() != written
+    with MemorySystem.open(path, runtime="sim", config=HASH) as memory:
+        assert memory.lines_loaded_from == "snapshot"
+        assert memory.graph.node("plan:new") is not None
+
+
 def test_a_crash_sends_the_next_open_back_to_l0(tmp_path: Path) -> None:
     path = tmp_path / "m"
     _fill(path)
@@ -148,6 +169,58 @@ def test_a_damaged_or_foreign_snapshot_is_ignored(tmp_path: Path, damage: str) -
         assert memory.graph.node("plan:nested") is not None
         if damage == "another close's":
             assert memory.graph.node("plan:later") is not None
+
+
+def _rewritten(file: Path, change: Callable[[list[list[Any]]], None]) -> None:
+    """Rewrite the snapshot's rows with ``change``, as a whole file (same token, a CRC that matches)."""
+    data = file.read_bytes()
+    start = len(MAGIC) + _PREFIX.size
+    _format, head_len = _PREFIX.unpack_from(data, len(MAGIC))
+    head = msgpack.unpackb(data[start : start + head_len])
+    body = start + head_len
+    rows = msgpack.unpackb(data[body : body + head["rows"]])
+    quads = data[body + head["rows"] :]
+    change(rows)
+    packed = msgpack.packb(rows)
+    head.update(rows=len(packed), crc=zlib.crc32(quads, zlib.crc32(packed)))
+    new_head = msgpack.packb(head)
+    file.write_bytes(MAGIC + _PREFIX.pack(_format, len(new_head)) + new_head + packed + quads)
+
+
+def _set(field: int, value: Any) -> Callable[[list[list[Any]]], None]:
+    def change(rows: list[list[Any]]) -> None:
+        rows[-1][field] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(_set(3, -1), id="bad version"),
+        pytest.param(_set(3, "7"), id="version not a number"),
+        pytest.param(_set(0, "not an iri"), id="bad iri"),
+        pytest.param(_set(2, "bad\x00graph"), id="bad graph"),
+        pytest.param(_set(1, ["not", "an", "object"]), id="value not an object"),
+        pytest.param(_set(4, [3]), id="tag not a string"),
+        pytest.param(_set(5, 7.5), id="importance out of range"),
+        pytest.param(_set(6, "soon"), id="expiry not a time"),
+        pytest.param(_set(7, -1), id="negative quad count"),
+        pytest.param(_set(7, 10**6), id="more quads than the file holds"),
+    ],
+)
+def test_a_snapshot_made_to_look_whole_with_a_bad_line_is_not_used(
+    tmp_path: Path, change: Callable[[list[list[Any]]], None]
+) -> None:
+    path = tmp_path / "m"
+    _fill(path)
+    copy = _without_snapshot(path, tmp_path / "copy")
+    with MemorySystem.open(copy, runtime="sim", config=HASH) as memory:
+        rebuilt = _state(memory)
+    _rewritten(path / LINE_SNAPSHOT, change)
+    with MemorySystem.open(path, runtime="sim", config=HASH) as memory:
+        assert memory.lines_loaded_from == "l0"
+        assert _state(memory) == rebuilt  # nothing of the refused snapshot was kept
 
 
 def test_a_repaired_l0_is_not_what_the_close_left(tmp_path: Path) -> None:
@@ -199,6 +272,22 @@ def test_the_clean_mark_lasts_until_the_first_write(tmp_path: Path) -> None:
     # a close writes (access counts, an fsync), so even a life that only read leaves no mark
     with L0Store(where, clock=VirtualClock()) as l0:
         assert l0.clean_mark is None
+
+
+def test_nodes_written_counts_every_write_but_the_epoch_and_access_counts(tmp_path: Path) -> None:
+    where = tmp_path / "l0"
+    with L0Store(where, clock=VirtualClock()) as l0:
+        l0.store_jsonld_node({"@id": "note:a", "text": "a"})
+    with L0Store(where, clock=VirtualClock()) as l0:
+        l0.reserve_epoch()
+        assert l0.retrieve("note:a") is not None
+        l0.flush(sync=True)  # the read's access count
+        assert not l0.nodes_written
+        l0.annotate("note:a", mesi_state="S")
+        assert l0.nodes_written
+    with L0Store(where, clock=VirtualClock()) as l0:
+        l0.delete("note:a")
+        assert l0.nodes_written
 
 
 @pytest.mark.parametrize("bad", ["", 7, b"token"])
