@@ -81,8 +81,7 @@ def write_line_snapshot(l0: L0Store, graph: GraphStore, default_graph: str, path
         ])
         quads.extend(own)
     body_rows = msgpack.packb(rows, use_bin_type=True)
-    body_quads = ox.serialize(quads, format=ox.RdfFormat.N_QUADS) if quads else b""
-    assert body_quads is not None
+    body_quads = (ox.serialize(quads, format=ox.RdfFormat.N_QUADS) or b"") if quads else b""
     head = msgpack.packb(
         {
             "token": token,
@@ -93,14 +92,18 @@ def write_line_snapshot(l0: L0Store, graph: GraphStore, default_graph: str, path
         use_bin_type=True,
     )
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(MAGIC + _PREFIX.pack(FORMAT, len(head)))
-        fh.write(head)
-        fh.write(body_rows)
-        fh.write(body_quads)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(MAGIC + _PREFIX.pack(FORMAT, len(head)))
+            fh.write(head)
+            fh.write(body_rows)
+            fh.write(body_quads)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half file behind
+        raise
     return len(rows)
 
 

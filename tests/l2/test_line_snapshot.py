@@ -240,6 +240,16 @@ def test_a_close_that_did_not_flush_leaves_no_mark(tmp_path: Path) -> None:
         assert again.lines_loaded_from == "l0"
 
 
+def test_a_snapshot_that_cannot_be_written_leaves_no_mark_and_no_half_file(tmp_path: Path) -> None:
+    path = tmp_path / "m"
+    (path / LINE_SNAPSHOT / "in the way").mkdir(parents=True)  # the file cannot replace a directory
+    with MemorySystem.open(path, runtime="sim", config=HASH) as memory:
+        memory.agent("admin", "system").write("plan:a", {"goal": "g"}, graph="plan")
+    assert not (path / (LINE_SNAPSHOT + ".tmp")).exists()
+    with L0Store(path / "l0", clock=VirtualClock()) as l0:
+        assert l0.clean_mark is None
+
+
 def test_a_sharded_l0_writes_no_snapshot(tmp_path: Path) -> None:
     config = {**HASH, "l0": {"sharded": True}, "coherence": {"directory_shards": 2}}
     path = tmp_path / "m"
