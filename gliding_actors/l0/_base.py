@@ -86,6 +86,17 @@ def typed_storage_errors(method: Callable[Concatenate[Any, P], R]) -> Callable[C
 MARKER = "GLIDING-L0"
 
 
+def _decoded_mark(raw: bytes | None) -> str | None:
+    """The token a clean-mark key holds; a damaged mark marks nothing."""
+    if raw is None:
+        return None
+    try:
+        token = _unpackb(raw)
+    except (ValueError, msgpack.UnpackException):
+        return None
+    return token if type(token) is str else None
+
+
 def _holds_leveldb_files(path: str) -> bool:
     """Whether ``path`` holds a LevelDB table, write-ahead log or manifest (data to keep)."""
     try:
@@ -225,9 +236,10 @@ class _StoreBase:
             self._check_format()
             _mark(self._path)
             self._high_water = self._check_high_water()
-            self._clean_mark = self._read_clean_mark()
+            raw_mark = self._db.get(K.META_CLEAN_MARK)
+            self._clean_mark = _decoded_mark(raw_mark)
             #: whether the database holds a clean mark the next write must delete
-            self._mark_held = self._db.get(K.META_CLEAN_MARK) is not None
+            self._mark_held = raw_mark is not None
             self._nodes_written = False
         except BaseException:
             self._db.close()
@@ -316,23 +328,13 @@ class _StoreBase:
                 if iri.startswith(prefix):
                     listener(iri)
 
-    def _read_clean_mark(self) -> str | None:
-        raw = self._db.get(K.META_CLEAN_MARK)
-        if raw is None:
-            return None
-        try:
-            token = _unpackb(raw)
-        except (ValueError, msgpack.UnpackException):
-            token = None
-        return token if type(token) is str else None  # a damaged mark marks nothing
-
     @property
     def clean_mark(self) -> str | None:
-        """The token a clean close left (:meth:`set_clean_mark`) if nothing was written since.
+        """The token a clean close left (``close(clean_mark=...)``) if nothing was written since.
 
         Read when the store opened; the first write of this life deletes it
         from the database, so a later open sees it only if this life ends
-        in another clean close (``close(clean_mark=...)``)."""
+        in another clean close."""
         return self._clean_mark
 
     @property

@@ -444,14 +444,9 @@ class GraphStore:
             if node.iri in self._nodes or node.iri in fresh:
                 raise InvalidInput(f"line {show(node.iri)} is held already or given twice", path=("iri",))
             graph_node, kept_tags = self._checked(node.iri, node.graph, node.version, node.tags, node.importance)
-            if known is None:
-                entry = self._entry(
-                    node.iri, node.value, node.graph, graph_node, node.version, kept_tags, node.importance, stored
-                )
-            else:
-                importance = None if node.importance is None else float(node.importance)
-                entry = _Entry(node.value, node.graph, node.version, known, kept_tags, importance)
-            fresh[node.iri] = entry
+            entry = fresh[node.iri] = self._entry(
+                node.iri, node.value, node.graph, graph_node, node.version, kept_tags, node.importance, stored, known
+            )
             quads.extend(entry.quads)
         try:
             store.extend(quads)
@@ -488,9 +483,14 @@ class GraphStore:
         tags: tuple[str, ...],
         importance: float | None,
         stored: bool = False,
+        known: tuple[ox.Quad, ...] | None = None,
     ) -> _Entry:
-        """The node-cache entry of a checked line, with its quads (InvalidInput on bad JSON-LD)."""
-        quads = () if value is None else to_quads(iri, value, graph_node, stored=stored)
+        """The node-cache entry of a checked line, with its quads: ``known``, or worked out from the
+        value (InvalidInput on bad JSON-LD)."""
+        if known is not None:
+            quads = known
+        else:
+            quads = () if value is None else to_quads(iri, value, graph_node, stored=stored)
         return _Entry(value, graph, version, quads, tags, None if importance is None else float(importance))
 
     def _install(self, iri: str, old: _Entry | None, entry: _Entry) -> None:
