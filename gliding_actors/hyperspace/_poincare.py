@@ -298,16 +298,13 @@ class PoincareEmbedding:
         if not fresh:
             return
         old_count = len(self._names)
-        old_partners = self._partner_sets()
+        old_pairs = self._pairs
         self._add_edges(fresh)
         self._pairs = self._build_pairs()
         self._place_new(old_count, fresh)
         trainable = np.zeros(len(self._names), dtype=bool)
         trainable[old_count:] = True
-        new_partners = self._partner_sets()
-        for u in range(old_count):
-            if new_partners.get(u, set()) != old_partners.get(u, set()):
-                trainable[u] = True
+        trainable[self._partners_changed(old_pairs, self._pairs)] = True
         pairs = self._pairs
         touching = trainable[pairs[:, 0]] | trainable[pairs[:, 1]]
         self._train(
@@ -336,11 +333,15 @@ class PoincareEmbedding:
             return np.zeros((0, 2), dtype=np.int64)
         return np.array([(index[u], index[v]) for u, v in pairs], dtype=np.int64)
 
-    def _partner_sets(self) -> dict[int, set[int]]:
-        out: dict[int, set[int]] = {}
-        for u, v in self._pairs.tolist():
-            out.setdefault(u, set()).add(v)
-        return out
+    def _partners_changed(self, before: _IntArray, after: _IntArray) -> _IntArray:
+        """The nodes ``u`` whose training partners ``N(u)`` differ between two pair arrays: the ``u`` of
+        every pair in one and not the other. Vectorised, as the pairs (a transitive closure) outgrow
+        a Python loop over them on every update."""
+        n = len(self._names)  # indices only grow: a node keeps its index, so codes compare across the two
+        codes_before = before[:, 0] * n + before[:, 1]
+        codes_after = after[:, 0] * n + after[:, 1]
+        changed = np.setxor1d(codes_before, codes_after, assume_unique=False)
+        return np.unique(changed // n)
 
     def _place_new(self, old_count: int, fresh: Sequence[tuple[str, str]]) -> None:
         """Initial points for nodes ``old_count…``: near their placed parents
