@@ -208,11 +208,18 @@ class MessageLog(Protocol):
     keep_log: bool
     #: deliveries made so far
     delivered: int
+    #: where ``log[0]`` stands in the whole record (entries before it were forgotten)
+    log_start: int
 
     @property
     def log(self) -> Sequence[Any]: ...
 
     def log_hash(self) -> str: ...
+
+    def forget_log(self, before: int | None = None) -> None:
+        """Drop the entries kept before position ``before`` (None: all; the hash still covers them);
+        ``log_start`` moves past them."""
+        ...
 
 
 class BackendBase:

@@ -104,8 +104,10 @@ class _SimRef:
 class Simulator(BackendBase):
     """Deterministic actor runtime (see the module docstring).
 
-    ``keep_log`` keeps every :class:`LogEntry` (the hash is always kept);
-    ``recent`` sizes the ring of last entries used in failure reports.
+    ``keep_log`` keeps every :class:`LogEntry` (the hash is always kept) until
+    :meth:`forget_log`, which a long replay calls once it has read them, so
+    the log does not grow with the run; ``recent`` sizes the ring of last
+    entries used in failure reports.
     """
 
     kind = "sim"
@@ -143,6 +145,7 @@ class Simulator(BackendBase):
         self._closed = False
         self.keep_log = keep_log
         self.log: list[LogEntry] = []
+        self.log_start = 0
         self.recent: collections.deque[LogEntry] = collections.deque(maxlen=recent)
         self.delivered = 0
         self.max_steps = max_steps
@@ -341,6 +344,15 @@ class Simulator(BackendBase):
     def log_hash(self) -> str:
         """SHA-256 (hex) of every logged event so far, in order."""
         return self._hash.copy().hexdigest()
+
+    def forget_log(self, before: int | None = None) -> None:
+        """Drop the entries kept before position ``before`` of the whole record (None: all of them);
+        ``log_start`` (where ``log[0]`` stands in the record) moves past them. The hash and ``recent``
+        are unchanged."""
+        end = self.log_start + len(self.log)
+        cut = end if before is None else max(self.log_start, min(before, end))
+        del self.log[: cut - self.log_start]
+        self.log_start = cut
 
     def _record(self, kind: str, src: str, dst: str, message: Any, packed: bytes | None = None) -> None:
         """Append one event to the log and the hash (``packed``: the message, already packed)."""

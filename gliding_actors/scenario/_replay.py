@@ -286,6 +286,16 @@ class _Engine:
         self._check_invariants(f"after step {step.number}", step.pos)
         if self.keep_log:
             self._mark("invariant checks")
+        else:
+            self._forget_log()
+
+    def _forget_log(self) -> None:
+        """Let the simulator drop the deliveries every reader has read (``ReplayWorld.log_readers``):
+        a replay that does not return the log should not hold every message of the run until it ends."""
+        log = self.world.system.runtime.message_log()
+        if log is not None:
+            readers = self.world.log_readers
+            log.forget_log(min(readers.values()) if readers else None)
 
     def _mark(self, label: str) -> None:
         """Note how long the protocol log is now (sim only): the messages since the last mark are ``label``'s."""

@@ -88,6 +88,26 @@ def test_same_seed_same_log_hash_other_seed_other_hash() -> None:
     assert runs[0][1] != runs[2][1]
 
 
+def test_a_forgotten_log_keeps_its_place_and_its_hash() -> None:
+    whole = build(11)
+    whole.run_until_quiescent()
+    sim = build(11)
+    for _ in range(5):
+        sim.step()
+    before = list(sim.log)
+    sim.forget_log(2)
+    assert sim.log == before[2:] and sim.log_start == 2
+    sim.forget_log(1)  # already forgotten: nothing moves
+    assert sim.log == before[2:] and sim.log_start == 2
+    sim.forget_log()
+    assert sim.log == [] and sim.log_start == len(before) == 5
+    sim.run_until_quiescent()
+    # what was kept after the forgetting is the rest of the same run, and the hash covers all of it
+    assert [str(e) for e in before + list(sim.log)] == [str(e) for e in whole.log]
+    assert sim.log_start + len(sim.log) == len(whole.log)
+    assert sim.log_hash() == whole.log_hash()
+
+
 def test_ten_thousand_random_schedules_deliver_exactly_once_in_fifo_order() -> None:
     hashes = set()
     total = 0

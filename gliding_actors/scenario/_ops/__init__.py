@@ -40,6 +40,9 @@ class ReplayWorld:
     #: per-layer bookkeeping of this run (e.g. the coherence layer's record of
     #: completed writes, which its invariants compare against)
     state: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: readers of the simulator's protocol log (e.g. an invariant) -> the position, counted from the
+    #: start of the record, from which each still needs it; the replay forgets what precedes them all
+    log_readers: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def agent(self, step: OpStep) -> Agent:
         assert step.agent is not None, "the loader guarantees agent ops name an agent"

@@ -375,7 +375,7 @@ class _AgreementLog:
     """
 
     runtime: Any = None
-    #: entries of ``runtime.log`` already accounted for
+    #: entries of ``runtime.log`` already accounted for, counted from the start of the record
     seen: int = 0
     agents: tuple[str, ...] = ()
     covered: frozenset[str] = frozenset()
@@ -394,9 +394,11 @@ class _AgreementLog:
         agents = tuple(sorted(world.system.agents()))
         if log is None or not log.keep_log or rt is not self.runtime or agents != self.agents:
             return None
+        if self.seen < log.log_start:
+            return None  # entries not read yet were forgotten
         coherent = set(world.system.directories)
         touched = set(self.flagged) | (covered - self.covered)
-        for entry in log.log[self.seen :]:
+        for entry in log.log[self.seen - log.log_start :]:
             if entry.kind in _INERT_KINDS:
                 continue
             if entry.kind != "deliver":
@@ -418,7 +420,8 @@ class _AgreementLog:
         rt = world.system.runtime
         self.runtime = rt
         log = rt.message_log()
-        self.seen = len(log.log) if log is not None else 0
+        self.seen = log.log_start + len(log.log) if log is not None else 0
+        world.log_readers["directory agreement"] = self.seen  # what comes after is read at the next check
         self.agents = tuple(sorted(world.system.agents()))
         self.covered = frozenset(covered)
         self.flagged = frozenset(flagged)
