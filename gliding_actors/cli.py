@@ -144,7 +144,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         choices=("hash", "onnx", "openai"),
         help=(
-            "text embedder of a suite that embeds (context, scale, hyperspace's real corpus; default: the"
+            "text embedder of a suite that embeds (context, scale, replay, hyperspace's real corpus; default: the"
             " library's, onnx). hyperspace caches the corpus' vectors under $XDG_CACHE_HOME/gliding-actors"
             " (~/.cache/gliding-actors): the first full run embeds 60,000 passages (minutes), later runs reuse them"
         ),
@@ -637,7 +637,7 @@ def _brief(value: Any, limit: int = 60) -> str:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from gliding_actors.bench import SUITES, load_suite
+    from gliding_actors.bench import SUITES, load_suite, suite_options
 
     if args.suite == "list":
         for name in SUITES:
@@ -654,10 +654,15 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"gliding-actors bench: unknown suite {args.suite!r}; suites: {', '.join(SUITES)}", file=sys.stderr)
         return EXIT_INVALID
     run = load_suite(args.suite)
+    options = {k: v for k, v in (("data", args.data), ("embedder", args.embedder)) if v is not None}
+    if args.suite == "profile":  # bench profile --agents N --ops N --out docs/PROFILE.md
+        options.update({k: v for k, v in (("agents", args.agents), ("ops", args.ops), ("out", args.out)) if v is not None})
+    refused = sorted(set(options) - suite_options(run))
+    if refused:
+        flags = ", ".join(f"--{name}" for name in refused)
+        print(f"gliding-actors bench {args.suite}: this suite takes no {flags}", file=sys.stderr)
+        return EXIT_INVALID
     try:
-        options = {k: v for k, v in (("data", args.data), ("embedder", args.embedder)) if v is not None}
-        if args.suite == "profile":  # bench profile --agents N --ops N --out docs/PROFILE.md
-            options.update({k: v for k, v in (("agents", args.agents), ("ops", args.ops), ("out", args.out)) if v is not None})
         report = run(args.quick, **options)
     except GlidingError as exc:  # e.g. bench context without its data file
         print(f"gliding-actors bench {args.suite}: {exc}", file=sys.stderr)

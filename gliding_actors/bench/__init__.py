@@ -11,10 +11,11 @@ targets in ``_targets``).
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SUITES", "load_suite"]
+__all__ = ["SUITES", "load_suite", "suite_options"]
 
 #: suite name -> module (imported lazily so one suite's dependencies do not
 #: slow the others)
@@ -47,3 +48,10 @@ def load_suite(name: str) -> Callable[..., dict[str, Any]]:
     module = importlib.import_module(SUITES[name])
     run: Callable[..., dict[str, Any]] = module.run
     return run
+
+
+def suite_options(run: Callable[..., dict[str, Any]]) -> set[str]:
+    """The keyword options a suite's ``run`` takes besides ``quick`` (a flag it does not take is refused,
+    not passed to fail as a ``TypeError``)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {name for name, p in inspect.signature(run).parameters.items() if p.kind in kinds and name != "quick"}

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import cProfile
 import functools
+import inspect
 import json
 import pstats
 import statistics
@@ -39,6 +40,7 @@ from typing import Any
 
 from gliding_actors.bench._progress import say
 from gliding_actors.bench._team import record_team
+from gliding_actors.config import Config
 from gliding_actors.errors import GlidingError, InvalidInput
 from gliding_actors.scenario import Scenario, load_scenario_text, replay
 from gliding_actors.scenario._convert import ConvertOptions, convert_trace, read_trace
@@ -52,12 +54,16 @@ TARGET_SIM_EVENTS_PER_S = 20_000.0
 _say = functools.partial(say, "replay")
 
 
-def make_scenario(events: int, workdir: str | Path) -> tuple[Scenario, dict[str, Any]]:
-    """Record ``events`` ops of the team, convert the trace, load the scenario; and what that took."""
+def make_scenario(
+    events: int, workdir: str | Path, embedder: str | None = None
+) -> tuple[Scenario, dict[str, Any]]:
+    """Record ``events`` ops of the team, convert the trace, load the scenario; and what that took.
+
+    ``embedder``: the memory's text embedder (None: the library's); the scenario replays with it."""
     trace = Path(workdir) / "team.jsonl"
     _say(f"recording the team on threads until the trace holds {events:,} ops")
     start = time.perf_counter()
-    record_team(trace, events)
+    record_team(trace, events, config={"hyperspace": {"embedder": embedder}} if embedder is not None else None)
     recorded_s = time.perf_counter() - start
     header, lines = read_trace(trace)
     op_lines = sum(1 for line in lines if line.get("kind") == "op")
@@ -203,6 +209,10 @@ def profile_replay(scenario: Scenario, seed: int = 0) -> dict[str, Any]:
     if not result.ok:
         raise GlidingError("bench replay: the profiled sim replay failed")
     stats: dict[tuple[str, int, str], tuple[Any, ...]] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    # the embedders that run a model (not the chain that picks one): their ``embed`` do not call each other
+    from gliding_actors.hyperspace._embedders import HashEmbedder, OnnxEmbedder, OpenAIEmbedder
+
+    models = {inspect.getsourcelines(c.embed)[1] for c in (HashEmbedder, OnnxEmbedder, OpenAIEmbedder)}
     total = next(
         (ct for (file, _line, func), (_cc, _nc, _tt, ct, _callers) in stats.items()
          if file.endswith("scenario/_replay.py") and func == "replay"),
@@ -213,26 +223,36 @@ def profile_replay(scenario: Scenario, seed: int = 0) -> dict[str, Any]:
         cumulative = sum(ct for (file, _line, func), (_cc, _nc, _tt, ct, _callers) in stats.items()
                          if file.endswith(suffix) and func == name)
         shares[label] = round(cumulative / total, 3) if total else 0.0
+    embedding = sum(ct for (file, line, func), (_cc, _nc, _tt, ct, _callers) in stats.items()
+                    if file.endswith("hyperspace/_embedders.py") and func == "embed" and line in models)
+    shares["text_embedding"] = round(embedding / total, 3) if total else 0.0
     return {"profiled_s": round(total, 3), "share_of_time": shares}
 
 
 def run(
-    quick: bool = False, *, events: int | None = None, repeats: int | None = None, threads_repeats: int | None = None
+    quick: bool = False,
+    *,
+    embedder: str | None = None,
+    events: int | None = None,
+    repeats: int | None = None,
+    threads_repeats: int | None = None,
 ) -> dict[str, Any]:
-    """Record, convert, replay on sim and threads (module docstring)."""
+    """Record, convert, replay on sim and threads (module docstring); ``embedder``: the memory's text
+    embedder (None: the library's default)."""
     n = events if events is not None else (1_000 if quick else 10_000)
     sim_repeats = repeats if repeats is not None else (1 if quick else 3)
     thr_repeats = threads_repeats if threads_repeats is not None else (1 if quick else 3)
     if n < 1 or sim_repeats < 1 or thr_repeats < 1:
         raise InvalidInput(f"events and repeats must be >= 1, not {n}, {sim_repeats}, {thr_repeats}")
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as tmp:
-        scenario, info = make_scenario(n, tmp)
+        scenario, info = make_scenario(n, tmp, embedder)
         sim = time_replay(scenario, "sim", sim_repeats)
         baseline = time_replay(scenario, "sim", 1, full_agreement=True)
         threads = time_replay(scenario, "threads", thr_repeats)
         where = profile_replay(scenario)
     return {
         "suite": "replay",
+        "embedder": embedder if embedder is not None else Config().hyperspace.embedder,
         **info,
         # the same on sim, where nothing else shares the time: the cost per event as the trace grows
         "replay": {"last_1k_vs_first_1k": sim["last_1k_vs_first_1k"]},

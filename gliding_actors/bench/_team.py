@@ -51,7 +51,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -189,7 +189,9 @@ def role_cycle(
 # -- bench replay's trace --------------------------------------------------------------
 
 
-def record_team(trace: str | Path, events: int, *, latency_s: float = 2.0) -> int:
+def record_team(
+    trace: str | Path, events: int, *, latency_s: float = 2.0, config: Mapping[str, Any] | None = None
+) -> int:
     """Record the example team's op mix until the trace holds ``events`` agent ops; returns the count.
 
     One cell of five agents on threads, driven one op at a time in role order
@@ -198,7 +200,8 @@ def record_team(trace: str | Path, events: int, *, latency_s: float = 2.0) -> in
     replays exactly (docs/RECORDING.md). The seeding writes and subscriptions
     are recorded too and count as events; the last cycle stops at the op that
     would exceed the count (an op boundary: a DA cut there may still hold its
-    lock when the memory closes, which the trace records as it is).
+    lock when the memory closes, which the trace records as it is). ``config``:
+    the memory's overrides, which the trace's header carries into the scenario.
     """
     if events < SETUP_EVENTS:
         raise InvalidInput(f"events must be at least {SETUP_EVENTS} (the seeding and subscriptions), not {events}")
@@ -215,7 +218,7 @@ def record_team(trace: str | Path, events: int, *, latency_s: float = 2.0) -> in
         done += 1
         return call()
 
-    with MemorySystem.open(record=trace, clock=clock) as memory:
+    with MemorySystem.open(config=config, record=trace, clock=clock) as memory:
         seed_cells(memory, 1)
         team = [(memory.agent(f"{role.lower()}", role), role) for role in ("DA", "CA", "AA", "PA", "SA")]
         for agent, role in team:

@@ -32,6 +32,7 @@ def test_suite_is_registered_and_replays_the_converted_trace_on_both_runtimes(
 ) -> None:
     assert SUITES["replay"] == "gliding_actors.bench._replay"
     report = load_suite("replay")(quick=True, events=120, repeats=1, threads_repeats=1)
+    assert report["embedder"] == "onnx"  # the library's default, as a user's memory would have
     # minutes at full size: each step says so on stderr while stdout keeps the report alone
     captured = capsys.readouterr()
     steps = captured.err.splitlines()
@@ -59,7 +60,7 @@ def test_suite_is_registered_and_replays_the_converted_trace_on_both_runtimes(
     assert report["agreement_speedup"] == round(report["sim"]["events_per_s"] / baseline["events_per_s"], 2)
     shares = report["where_time_goes_sim"]["share_of_time"]
     assert set(shares) == {"invariant_checks", "agreement_check", "hyperspace_service", "context_assembly",
-                           "simulator_delivery"}
+                           "simulator_delivery", "text_embedding"}
     assert all(0 < share <= 1.0 for share in shares.values())  # each part ran, under one replay call
     for runtime in ("sim", "threads"):
         figures = report[runtime]
@@ -104,3 +105,22 @@ def test_the_scenario_replays_identically_under_two_seeds(tmp_path: Path) -> Non
     assert first.ok and second.ok, (first.failure, second.failure)
     assert len(first.outcomes) == len(second.outcomes) == 60
     assert first.log_hash != second.log_hash  # two schedules, the same recorded results met by both
+
+
+def test_a_chosen_embedder_is_recorded_into_the_scenario_and_replayed_with_it(tmp_path: Path) -> None:
+    from gliding_actors.bench._replay import make_scenario
+
+    scenario, _info = make_scenario(60, tmp_path, "hash")
+    assert scenario.config is not None and scenario.config.hyperspace.embedder == "hash"
+    result = replay(scenario, seed=0, runtime="sim")
+    assert result.ok, result.failure
+    assert len(result.outcomes) == 60
+
+
+def test_a_flag_the_suite_does_not_take_is_refused_before_it_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from gliding_actors.cli import main
+
+    assert main(["bench", "l1", "--quick", "--embedder", "hash", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing ran
+    assert "bench l1: this suite takes no --embedder" in captured.err
