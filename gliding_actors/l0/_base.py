@@ -43,6 +43,10 @@ R = TypeVar("R")
 _tuple_new = tuple.__new__
 
 
+#: a key above every key the store writes (namespaces are ASCII or NUL-led)
+_PAST_EVERY_KEY = b"\xff\xff"
+
+
 def leveldb_options(config: L0Config) -> dict[str, Any]:
     """The options L0 opens LevelDB with (``plyvel.DB`` keywords): checked,
     with Bloom filters, its memory bounded by ``config`` rather than left to
@@ -415,9 +419,26 @@ class _StoreBase:
                 self.flush(sync=True)
                 if clean_mark is not None:
                     self._db.put(K.META_CLEAN_MARK, packb(clean_mark), sync=True)
+                self._write_memtable_down()
             finally:
                 self._closed = True
                 self._db.close()
+
+    def _write_memtable_down(self) -> None:
+        """Have LevelDB write its memtable to a table before it closes.
+
+        LevelDB writes a full memtable down in the background and drops that
+        work when the database closes under it; the next open then replays the
+        whole write-ahead log (0.44 s for the 22 MB a 50,000-line fill left).
+        ``compact_range`` writes the memtable down and waits for it; its range
+        lies past every key (all start with ASCII or NUL), so no table is
+        compacted. The log is synced already: if this fails, the next open
+        replays it, as it would have.
+        """
+        try:
+            self._db.compact_range(start=_PAST_EVERY_KEY, stop=_PAST_EVERY_KEY + b"\xff")
+        except plyvel.Error:
+            pass
 
     def compact(self) -> None:
         """Compact the whole keyspace (reclaims space after many deletes/merges)."""

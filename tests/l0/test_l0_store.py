@@ -588,6 +588,21 @@ def test_context_manager_closes(tmp_path: Path, clock: VirtualClock) -> None:
         assert again.retrieve(AUTH, touch=False).access_count == 1  # type: ignore[union-attr]
 
 
+def test_a_close_leaves_no_write_ahead_log_for_the_next_open_to_replay(tmp_path: Path, clock: VirtualClock) -> None:
+    path = tmp_path / "logged"
+    store = L0Store(path, clock=clock)
+    # ~300 KB of nodes: under the 1 MB memtable, so LevelDB holds them in its log and memtable only
+    for i in range(300):
+        store.store(L0Entry(f"memory:block-{i:03d}", {"text": "x" * 1000, "n": i}))
+    assert sum(f.stat().st_size for f in path.glob("*.log")) > 300_000
+    store.close()
+    # the memtable was written down as a table: the next open has no log to replay
+    assert sum(f.stat().st_size for f in path.glob("*.log")) < 4_096
+    assert list(path.glob("*.ldb"))
+    with L0Store(path, clock=clock) as again:
+        assert [again.retrieve(f"memory:block-{i:03d}", touch=False).content["n"] for i in (0, 299)] == [0, 299]  # type: ignore[union-attr]
+
+
 # -- concurrency -----------------------------------------------------------------
 
 
