@@ -22,6 +22,7 @@ import os
 import secrets
 import struct
 import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -30,18 +31,40 @@ import pyoxigraph as ox
 
 from gliding_actors.coherence._home import EXPIRES_AT
 from gliding_actors.errors import GlidingError
-from gliding_actors.l0 import L0Store
+from gliding_actors.l0 import L0Entry, L0Store
 from gliding_actors.l1 import is_archive_iri
 from gliding_actors.l2._graph import GraphNode, GraphStore
 from gliding_actors.l2._jsonld import to_quads
 
-__all__ = ["LINE_SNAPSHOT", "LineSnapshot", "read_line_snapshot", "save_lines_on_close", "write_line_snapshot"]
+__all__ = [
+    "LINE_SNAPSHOT",
+    "LineSnapshot",
+    "expires_of",
+    "line_entries",
+    "read_line_snapshot",
+    "save_lines_on_close",
+    "write_line_snapshot",
+]
 
 #: the file, in a memory's directory
 LINE_SNAPSHOT = "lines.snapshot"
 MAGIC = b"GA-LINES"
 FORMAT = 1
 _PREFIX = struct.Struct("<IQ")
+
+
+def line_entries(entries: Iterable[L0Entry], default_graph: str) -> Iterator[tuple[L0Entry, str]]:
+    """The entries of ``entries`` that are lines (L1's archived turns are L0-only nodes, not lines),
+    each with its named graph (a line stored without one is in ``default_graph``)."""
+    for entry in entries:
+        if not is_archive_iri(entry.iri):
+            yield entry, entry.named_graph or default_graph
+
+
+def expires_of(entry: L0Entry) -> float | None:
+    """When line ``entry`` expires (a time on the memory's clock), or None when it does not."""
+    expires = entry.metadata.get(EXPIRES_AT)
+    return None if expires is None else float(expires)
 
 
 class LineSnapshot(NamedTuple):
@@ -61,14 +84,10 @@ def write_line_snapshot(l0: L0Store, graph: GraphStore, default_graph: str, path
     (:class:`GlidingError` or OSError)."""
     rows: list[list[Any]] = []
     quads: list[ox.Quad] = []
-    for entry in l0.query():
-        if is_archive_iri(entry.iri):
-            continue
-        named = entry.named_graph or default_graph
+    for entry, named in line_entries(l0.query(), default_graph):
         own = graph.quads_if_held(entry.iri, entry.version, named)
         if own is None:
             own = to_quads(entry.iri, entry.content, graph.graph_node(named), stored=True)
-        expires = entry.metadata.get(EXPIRES_AT)
         rows.append([
             entry.iri,
             entry.content,
@@ -76,7 +95,7 @@ def write_line_snapshot(l0: L0Store, graph: GraphStore, default_graph: str, path
             entry.version,
             list(entry.tags),
             entry.importance,
-            None if expires is None else float(expires),
+            expires_of(entry),
             len(own),
         ])
         quads.extend(own)

@@ -15,12 +15,10 @@ from pathlib import Path
 import pyoxigraph as ox
 
 from gliding_actors._expiry import ExpiryTable
-from gliding_actors._line_snapshot import LineSnapshot, read_line_snapshot
+from gliding_actors._line_snapshot import LineSnapshot, expires_of, line_entries, read_line_snapshot
 from gliding_actors._progress import ProgressReporter
-from gliding_actors.coherence._home import EXPIRES_AT
 from gliding_actors.errors import InvalidInput
-from gliding_actors.l0 import L0Store
-from gliding_actors.l1 import is_archive_iri
+from gliding_actors.l0 import L0Entry, L0Store
 from gliding_actors.l2._graph import GraphNode, GraphStore
 from gliding_actors.l2._registry import LineGraphs
 
@@ -62,21 +60,25 @@ def rebuild_lines(
     reporter = progress or ProgressReporter()
     total = l0.count() if reporter.active else 0  # a key-only scan: paid only for someone watching
 
-    def lines() -> Iterator[GraphNode]:
-        done = 0
+    done = 0
+
+    def counted() -> Iterator[L0Entry]:
+        nonlocal done
         for entry in l0.query():
             done += 1
             reporter.report("lines", done, max(total, done))
-            if is_archive_iri(entry.iri):
-                continue
-            named = entry.named_graph or default
+            yield entry
+
+    def lines() -> Iterator[GraphNode]:
+        for entry, named in line_entries(counted(), default):
             yield GraphNode(entry.iri, entry.content, named, entry.version, tuple(entry.tags), entry.importance)
             line_graphs.record(entry.iri, named, entry.version)
-            if EXPIRES_AT in entry.metadata:
-                expiry.note(entry.iri, entry.version, float(entry.metadata[EXPIRES_AT]))
-        reporter.report("lines", done, done)  # the last report says it ended (nodes deleted meanwhile)
+            expires = expires_of(entry)
+            if expires is not None:
+                expiry.note(entry.iri, entry.version, expires)
 
     graph.load_nodes(lines(), stored=True)  # values as L0 stored them: checked when written
+    reporter.report("lines", done, done)  # the last report says it ended (nodes deleted meanwhile)
 
 
 def load_lines(
