@@ -75,6 +75,9 @@ def _schema() -> tantivy.Schema:
 
 #: what :meth:`KeywordIndex.state` writes; a state of another format is not adopted (the index is rebuilt)
 _STATE_FORMAT = 3
+#: the corpus size from which a query's terms found in more than half of the documents are not
+#: scored (see :meth:`KeywordIndex._discriminating`)
+PRUNE_FROM = 1_000
 
 
 class KeywordIndex:
@@ -262,6 +265,7 @@ class KeywordIndex:
         if len(self._delta) >= self.commit_at_search:
             self.commit()  # one commit now costs less than scoring this delta by hand on every search
         searcher = self._index.searcher()
+        counts = self._discriminating(counts, searcher)
         in_groups = self._groups
         found = {
             doc: score
@@ -300,6 +304,30 @@ class KeywordIndex:
             limit *= 4
         return sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
+    def _discriminating(self, counts: Counter[str], searcher: Any) -> Counter[str]:
+        """In a corpus of at least ``PRUNE_FROM`` documents, the query's terms found in at most half
+        of them (all of the query's terms when none is); else the query as it is.
+
+        A term in more than half of the documents counts against a document
+        in BM25's original weight (its Robertson-Sparck Jones IDF is below
+        zero); the IDF used here, kept positive, gives it the least weight of
+        any. Scoring it walks most of the corpus ("the", "and", "to" are in
+        60-80 % of conversation turns), which made the keyword side of a
+        search grow with the memory. A small corpus costs nothing to score
+        whole, and there such a term may be all that matches a document.
+        Document frequencies count the delta's documents as :meth:`_delta_scores` does.
+        """
+        total = len(self._lengths)
+        if total < PRUNE_FROM:
+            return counts
+        delta = [Counter(toks) for toks in self._delta.values() if toks is not None]
+        kept: Counter[str] = Counter()
+        for term, n in counts.items():
+            df = int(searcher.doc_freq("body", term)) + sum(1 for tfs in delta if term in tfs)
+            if 0 < df and 2 * df <= total:
+                kept[term] = n
+        return kept or counts
+
     def _delta_scores(self, counts: Counter[str], searcher: Any) -> dict[str, float]:
         """Exact BM25 of the delta's documents, with the corpus statistics as they are now.
 
@@ -325,3 +353,4 @@ class KeywordIndex:
                 norm = k1 * (1.0 - b + b * self._lengths[doc] / avgdl)
                 out[doc] = out.get(doc, 0.0) + qtf * idf * tf * (k1 + 1.0) / (tf + norm)
         return out
+

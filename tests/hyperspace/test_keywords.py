@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gliding_actors.hyperspace._bm25 import BM25Index
-from gliding_actors.hyperspace._keywords import KeywordIndex
+from gliding_actors.hyperspace._keywords import PRUNE_FROM, KeywordIndex
 
 WORDS = ["jwt", "key", "rotation", "cache", "token", "dashboard", "colour", "the", "a", "plan"]
 
@@ -236,3 +236,25 @@ def test_a_replaced_document_keeps_one_key_and_a_removed_one_is_not_named_again(
     assert {d for d, _ in again.top(["plan"], 5, always)} == {"d:c", "d:d"}
     assert {d for d, _ in again.top(["jwt"], 5, always)} == {"d:a", "d:c"}
     again.close()
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_large_corpus_does_not_score_the_terms_in_more_than_half_of_it(committed: bool) -> None:
+    """From ``PRUNE_FROM`` documents, "the" (in 60 % of them) no longer finds a document by itself when
+    the query has a word that discriminates; alone, it still finds. Counted the same in the delta."""
+    index = KeywordIndex(None, commit_after=1 if committed else 100_000, commit_at_search=100_000)
+    docs: dict[str, list[str]] = {}
+    for i in range(PRUNE_FROM):
+        tokens = docs[f"d:{i:04}"] = ["the", "filler"] if i % 5 < 3 else ["other"]
+        if i % 100 == 0:
+            tokens.append("jwt")
+        index.add(f"d:{i:04}", tokens)
+    if committed:
+        index.commit()
+    found = dict(index.top(["the", "jwt"], 50, always))
+    by_jwt_alone = exact_scores(docs, ["jwt"])
+    assert found.keys() == by_jwt_alone.keys() and len(found) == 10
+    assert all(found[d] == pytest.approx(by_jwt_alone[d], rel=1e-4) for d in found)
+    assert len(index.top(["the"], 50, always)) == 50
+    assert len(index.top(["the", "unheard"], 50, always)) == 50  # a word found nowhere does not count
+    index.close()
