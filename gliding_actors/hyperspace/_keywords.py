@@ -265,11 +265,12 @@ class KeywordIndex:
         if len(self._delta) >= self.commit_at_search:
             self.commit()  # one commit now costs less than scoring this delta by hand on every search
         searcher = self._index.searcher()
-        counts = self._discriminating(counts, searcher)
+        delta_tfs = {doc: Counter(toks) for doc, toks in self._delta.items() if toks is not None}
+        counts = self._discriminating(counts, searcher, delta_tfs)
         in_groups = self._groups
         found = {
             doc: score
-            for doc, score in self._delta_scores(counts, searcher).items()
+            for doc, score in self._delta_scores(counts, searcher, delta_tfs).items()
             if (groups is None or in_groups[doc] in groups) and ok(doc)
         }
         query = tantivy.Query.boolean_query(
@@ -304,7 +305,15 @@ class KeywordIndex:
             limit *= 4
         return sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
-    def _discriminating(self, counts: Counter[str], searcher: Any) -> Counter[str]:
+    def _doc_freq(self, term: str, searcher: Any, delta_tfs: dict[str, Counter[str]]) -> int:
+        """How many documents hold ``term``: tantivy's count (which counts a replaced or deleted
+        document until a merge drops it) plus the delta's holders, capped at the corpus size."""
+        held = sum(1 for tfs in delta_tfs.values() if term in tfs)
+        return min(len(self._lengths), int(searcher.doc_freq("body", term)) + held)
+
+    def _discriminating(
+        self, counts: Counter[str], searcher: Any, delta_tfs: dict[str, Counter[str]]
+    ) -> Counter[str]:
         """In a corpus of at least ``PRUNE_FROM`` documents, the query's terms found in at most half
         of them (all of the query's terms when none is); else the query as it is.
 
@@ -315,42 +324,38 @@ class KeywordIndex:
         60-80 % of conversation turns), which made the keyword side of a
         search grow with the memory. A small corpus costs nothing to score
         whole, and there such a term may be all that matches a document.
-        Document frequencies count the delta's documents as :meth:`_delta_scores` does.
+        ``delta_tfs``: each delta document's term counts (see :meth:`_doc_freq`).
         """
         total = len(self._lengths)
         if total < PRUNE_FROM:
             return counts
-        delta = [Counter(toks) for toks in self._delta.values() if toks is not None]
         kept: Counter[str] = Counter()
         for term, n in counts.items():
-            df = int(searcher.doc_freq("body", term)) + sum(1 for tfs in delta if term in tfs)
+            df = self._doc_freq(term, searcher, delta_tfs)
             if 0 < df and 2 * df <= total:
                 kept[term] = n
         return kept or counts
 
-    def _delta_scores(self, counts: Counter[str], searcher: Any) -> dict[str, float]:
-        """Exact BM25 of the delta's documents, with the corpus statistics as they are now.
-
-        A term's document frequency is tantivy's (which counts a replaced or
-        deleted document until a merge drops it) plus the delta's holders,
-        capped at the corpus size: close, not exact, for the few documents
-        changed since the last commit.
+    def _delta_scores(
+        self, counts: Counter[str], searcher: Any, delta_tfs: dict[str, Counter[str]]
+    ) -> dict[str, float]:
+        """Exact BM25 of the delta's documents (``delta_tfs``: their term counts), with the corpus
+        statistics as they are now: document frequencies as :meth:`_doc_freq` counts them, close,
+        not exact, for the few documents changed since the last commit.
         """
-        live = {doc: Counter(toks) for doc, toks in self._delta.items() if toks is not None}
-        if not live:
+        if not delta_tfs:
             return {}
         n = len(self._lengths)
         avgdl = self._total / n if self._total else 1.0
         k1, b = self.k1, self.b
         out: dict[str, float] = {}
         for term, qtf in counts.items():
-            holders = {doc: tfs[term] for doc, tfs in live.items() if term in tfs}
+            holders = {doc: tfs[term] for doc, tfs in delta_tfs.items() if term in tfs}
             if not holders:
                 continue
-            df = min(n, int(searcher.doc_freq("body", term)) + len(holders))
+            df = self._doc_freq(term, searcher, delta_tfs)
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             for doc, tf in holders.items():
                 norm = k1 * (1.0 - b + b * self._lengths[doc] / avgdl)
                 out[doc] = out.get(doc, 0.0) + qtf * idf * tf * (k1 + 1.0) / (tf + norm)
         return out
-
