@@ -264,6 +264,12 @@ class _Supervised:
         """The runtime's ``peer.lost`` notices go to a behaviour that asks for them."""
         return bool(getattr(self.inner, "receives_peer_lost", False))
 
+    @property
+    def may_run_inline(self) -> Callable[[Any], bool] | None:
+        """The behaviour's own consent to run in a sender's thread (threads runtime), if it gives one."""
+        hook: Callable[[Any], bool] | None = getattr(self.inner, "may_run_inline", None)
+        return hook
+
     def on_start(self, ctx: Context) -> None:
         hook = getattr(self.inner, "on_start", None)
         if hook is not None:

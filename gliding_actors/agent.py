@@ -378,7 +378,9 @@ class Agent(CoordinationOps):
         can fall between the value ``fn`` saw and the one it made, so a counter
         needs no retry loop. ``fn`` runs in this agent's cache actor, in this
         process on every runtime (it is never pickled), while that actor waits:
-        keep it short and free of I/O and of calls into this memory. If ``fn``
+        keep it short and free of I/O and of calls into this memory. Its thread
+        is the one that called ``modify`` or the cache actor's own, never another
+        agent's. If ``fn``
         raises, the line is unchanged and :class:`~gliding_actors.errors.ModifyFailed`
         names its exception; a result that is not a JSON object a line may hold is
         :class:`~gliding_actors.errors.InvalidInput`, unchanged too. Rights, tags,

@@ -144,23 +144,33 @@ class ModifyFunctions:
     Messages stay plain data (the simulator packs every one; a function is not
     data), and a cache runs in its agents' process on every runtime, so the
     token finds the function there. The handle lends a function before it asks
-    and takes it back when the modify is answered, whatever the answer.
+    and takes it back when the modify is answered, whatever the answer. Each
+    loan remembers the thread that made it: a function runs in that thread or
+    in its cache actor's own, never in another agent's (see
+    :meth:`CacheActor.may_run_inline`).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._lent: dict[int, Callable[[Any], Any]] = {}
+        self._lent: dict[int, tuple[Callable[[Any], Any], int]] = {}
         self._next = 0
 
     def lend(self, fn: Callable[[Any], Any]) -> int:
         with self._lock:
             self._next += 1
-            self._lent[self._next] = fn
+            self._lent[self._next] = (fn, threading.get_ident())
             return self._next
 
     def get(self, token: object) -> Callable[[Any], Any] | None:
         with self._lock:
-            return self._lent.get(token) if type(token) is int else None
+            loan = self._lent.get(token) if type(token) is int else None
+        return None if loan is None else loan[0]
+
+    def lent_here(self, token: object) -> bool:
+        """Whether the function under ``token`` was lent by the calling thread."""
+        with self._lock:
+            loan = self._lent.get(token) if type(token) is int else None
+        return loan is not None and loan[1] == threading.get_ident()
 
     def take_back(self, token: int) -> None:
         with self._lock:
@@ -227,6 +237,22 @@ class CacheActor:
         self._op_iri: dict[int, str] = {}
         #: directory shards whose process died: their lines cannot be served
         self._lost: set[str] = set()
+        #: op id -> token of the function of each modify in flight
+        self._modifies: dict[int, int] = {}
+
+    def may_run_inline(self, message: Any) -> bool:
+        """Whether the threads runtime may deliver ``message`` in the sender's thread.
+
+        A handler here is short and never blocks, so a sender may run it at
+        once instead of waking this actor's thread, except where a modify's
+        function would run: that happens only in the thread that lent it (its
+        agent's call) or in this actor's own thread, so one agent's function
+        never holds up, or takes a lock inside, another agent's thread.
+        """
+        functions = self._functions
+        if type(message) is dict and message.get("t") == m.MODIFY and not functions.lent_here(message.get("fn")):
+            return False
+        return all(functions.lent_here(token) for token in self._modifies.values())
 
     def on_start(self, ctx: Context) -> None:
         for directory in self._reclaim_from:
@@ -259,6 +285,8 @@ class CacheActor:
             request["op"] = token.request_id
             out = self.controller.handle(CLIENT, request)
             self._op_iri[token.request_id] = request["iri"]
+            if kind == m.MODIFY:
+                self._modifies[token.request_id] = message["fn"]
             self._emit(out, ctx, message.get("iri"))
             return DEFERRED
         if kind == m.CENSUS:
@@ -291,6 +319,7 @@ class CacheActor:
         for op, iri in sorted(self._op_iri.items()):
             if self.controller.home_of(iri) == actor:
                 del self._op_iri[op]
+                self._modifies.pop(op, None)
                 ctx.fail(ReplyToken(op), ActorUnavailable(f"{actor}, home of {iri}, lost its process"))
 
     def _for_the_dead(self, directory: str, message: Msg, ctx: Context) -> None:
@@ -332,6 +361,7 @@ class CacheActor:
                 continue
             token = ReplyToken(msg["op"])
             iri_done = self._op_iri.pop(msg["op"], None)
+            self._modifies.pop(msg["op"], None)
             if msg["t"] == m.DONE:
                 result = msg["result"]
                 if "policy" in result:
@@ -415,6 +445,11 @@ class DirectoryActor:
         #: fences to send behind this handler's puts, and the answers waiting on each
         self._fences: list[int] = []
         self._fenced: dict[int, tuple[ReplyToken, Any]] = {}
+
+    def may_run_inline(self, message: Any) -> bool:
+        """True: a handler here is short and never blocks, so the threads runtime may run it in the
+        sender's thread rather than wake this actor's."""
+        return True
 
     def on_start(self, ctx: Context) -> None:
         self._ship_graph(ctx)  # what a crashed predecessor's handler had queued

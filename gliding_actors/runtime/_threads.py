@@ -1,10 +1,18 @@
 """The ``threads`` backend: every actor is a Pykka ``ThreadingActor``.
 
-Pykka gives each actor a thread and a FIFO inbox; this module adds what the
-runtime interface promises on top — names, deferred replies, supervision,
-timers on the injected clock — and nothing above ``runtime/`` imports pykka.
-Per-pair FIFO holds because a Pykka inbox is one FIFO queue and a sender
-enqueues in program order.
+Pykka gives each actor a thread; this module adds what the runtime interface
+promises on top — names, deferred replies, supervision, timers on the
+injected clock — and nothing above ``runtime/`` imports pykka.
+
+Each actor's messages wait in one FIFO queue of its own (a :class:`_Mailbox`),
+and whichever thread *holds* the actor delivers them, one at a time, from the
+head. Usually that is the actor's own Pykka thread, woken by a nudge. An actor
+whose behaviour defines ``may_run_inline`` (the coherence protocol's caches and
+directories: short handlers that never block) may instead be run by the
+thread that posts to it, in that thread's own stack, when nobody holds it:
+a miss then crosses caches and directories without waking a thread at each
+hop. Why FIFO per pair and one message at a time still hold: docs/DESIGN.md,
+"The threads backend".
 """
 
 from __future__ import annotations
@@ -26,30 +34,62 @@ from gliding_actors.runtime._cell import Cell, Effects, check_actor_name, check_
 from gliding_actors.runtime._future import ThreadFuture
 from gliding_actors.runtime._interface import BackendBase, Behaviour, Message
 
-__all__ = ["ThreadsRuntime", "Timers"]
+__all__ = ["INLINE_BATCH", "INLINE_DEPTH", "ThreadsRuntime", "Timers"]
 
 log = logging.getLogger("gliding_actors.runtime")
 
+#: messages a posting thread delivers to an actor it runs inline before it hands the rest to the
+#: actor's own thread (a busy actor's queue does not hold its sender up for long)
+INLINE_BATCH = 32
+#: actors one thread may hold nested in its stack; past it, a message waits for the actor's thread
+INLINE_DEPTH = 8
+
+#: (sender, message, request id)
+_Item = tuple[str | None, Message, int | None]
+
+
+class _Mailbox:
+    """One actor's queue and who holds it.
+
+    ``busy``: a thread is delivering this actor's messages (its own Pykka
+    thread, or a sender running it inline); only that thread delivers, so a
+    handler runs one message at a time. ``nudged``: a wake-up is on its way
+    to the Pykka thread. Both change only under ``mutex``, together with the
+    queue, so a holder never lets go while a message waits unseen.
+    """
+
+    __slots__ = ("busy", "cell", "holder", "host", "idle", "inline", "mutex", "nudged", "queue")
+
+    def __init__(self, cell: Cell) -> None:
+        self.cell = cell
+        self.host: Any = None
+        self.queue: collections.deque[_Item] = collections.deque()
+        self.mutex = threading.Lock()
+        self.idle = threading.Condition(self.mutex)
+        #: held from spawn until the actor's thread has run ``on_start``
+        self.busy = True
+        self.holder: int | None = None
+        self.nudged = False
+        #: the behaviour lets a sender deliver to it (``may_run_inline``)
+        self.inline = callable(getattr(cell.behaviour, "may_run_inline", None))
+
 
 class _PykkaHost(pykka.ThreadingActor):
-    """The Pykka actor hosting one :class:`Cell`; all logic lives in the runtime."""
+    """The Pykka actor giving one :class:`_Mailbox` its thread; all logic lives in the runtime."""
 
     use_daemon_thread = True
 
-    def __init__(self, runtime: ThreadsRuntime, cell: Cell) -> None:
+    def __init__(self, runtime: ThreadsRuntime, box: _Mailbox) -> None:
         super().__init__()
         self._runtime = runtime
-        self._cell = cell
+        self._box = box
 
     def on_start(self) -> None:
-        self._runtime._carry_out(self._cell, self._cell.start())
+        self._box.host = self.actor_ref  # before anyone may need to wake this thread
+        self._runtime._started(self._box)
 
     def on_receive(self, message: Any) -> None:
-        sender, payload, request_id = message
-        try:
-            self._runtime._carry_out(self._cell, self._cell.deliver(sender, payload, request_id))
-        finally:
-            self._runtime._handled()
+        self._runtime._woken(self._box)
 
 
 class _Ref:
@@ -91,7 +131,7 @@ class ThreadsRuntime(BackendBase):
     def __init__(self, clock: Clock | None = None, *, ask_timeout_s: float = 10.0, trace: int = 0) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._ask_timeout_s = ask_timeout_s
-        self._hosts: dict[str, tuple[Cell, Any]] = {}
+        self._hosts: dict[str, _Mailbox] = {}
         self._futures: dict[int, ThreadFuture[Any]] = {}
         #: request ids addressed to each actor and not yet answered
         self._open: dict[str, set[int]] = {}
@@ -105,7 +145,11 @@ class ThreadsRuntime(BackendBase):
         #: messages posted and not yet fully handled (for wait_quiescent)
         self._inflight_count = 0
         self._inflight_lock = threading.Lock()
-        self._timers = Timers(self._clock, lambda to, msg: self._post("@timer", to, msg, None))
+        #: how many actors this thread holds nested in its stack (``depth``)
+        self._stack = threading.local()
+        #: deliveries made inline, in a sender's thread (for tests and stats)
+        self.inline_deliveries = 0
+        self._timers = Timers(self._clock, lambda to, msg: self._post("@timer", to, msg, None, inline=False))
 
     # -- interface ---------------------------------------------------------
     def spawn(
@@ -122,42 +166,58 @@ class ThreadsRuntime(BackendBase):
         with self._lock:
             if self._closed:
                 raise ActorUnavailable("the runtime is shut down")
-            if name in self._hosts and self._hosts[name][0].alive:
+            if name in self._hosts and self._hosts[name].cell.alive:
                 raise InvalidInput(f"an actor named {show(name)} is already running")
             cell = Cell(name, factory, self._clock, supervisor=supervisor, restart=restart)
             self._open[name] = set()
-            host = _PykkaHost.start(self, cell)
-            self._hosts[name] = (cell, host)
+            box = _Mailbox(cell)
+            self._hosts[name] = box
+            box.host = _PykkaHost.start(self, box)
         return _Ref(self, cell)
 
     def lookup(self, name: str) -> _Ref:
-        entry = self._hosts.get(name)
-        if entry is None or not entry[0].alive:
+        box = self._hosts.get(name)
+        if box is None or not box.cell.alive:
             raise ActorUnavailable(f"no running actor named {name!r}")
-        return _Ref(self, entry[0])
+        return _Ref(self, box.cell)
 
     def stop(self, name: str) -> None:
+        """Stop ``name``: no handler of it runs once this returns (unless one is running in this
+        very thread), and the asks left unanswered fail."""
         with self._lock:
-            entry = self._hosts.pop(name, None)
-        if entry is None:
+            box = self._hosts.pop(name, None)
+        if box is None:
             return
-        cell, host = entry
+        cell = box.cell
         leftover = cell.stop()
         try:
-            host.stop(block=True, timeout=self._ask_timeout_s)
+            box.host.stop(block=True, timeout=self._ask_timeout_s)
         except pykka.ActorDeadError:
             pass
         except pykka.Timeout:  # its thread is stuck in a handler: leave it, fail its callers
             log.warning("actor %r did not stop within %.1f s", name, self._ask_timeout_s)
-        self._forget_unhandled(host)
+        self._wait_released(box)
+        self._drop_queued(box)
         self._fail_open(name, leftover)
 
-    def _forget_unhandled(self, host: Any) -> None:
-        """Messages left in a stopped actor's inbox will never be handled."""
-        inbox = getattr(host, "actor_inbox", None)
-        left = inbox.qsize() if inbox is not None else 0
-        for _ in range(left):
+    def _wait_released(self, box: _Mailbox) -> None:
+        """Wait until no other thread delivers to ``box`` (one running it inline finishes its handler)."""
+        me = threading.get_ident()
+        with box.mutex:
+            if not box.idle.wait_for(lambda: not box.busy or box.holder == me, timeout=self._ask_timeout_s):
+                log.warning("actor %r was still being run by another thread after %.1f s", box.cell.name, self._ask_timeout_s)
+
+    def _drop_queued(self, box: _Mailbox) -> None:
+        """Messages left in a stopped actor's queue will never be handled: their asks fail."""
+        with box.mutex:
+            left = list(box.queue)
+            box.queue.clear()
+        for _sender, _message, rid in left:
             self._handled()
+            if rid is not None:
+                future = self._futures.pop(rid, None)
+                if future is not None and not future.done():
+                    future.set_exception(ActorUnavailable(f"actor {box.cell.name!r} stopped before answering"))
 
     def shutdown(self) -> None:
         with self._lock:
@@ -173,8 +233,8 @@ class ThreadsRuntime(BackendBase):
     def _ask(self, name: str, message: Message) -> ThreadFuture[Any]:
         rid = next(self._ids)
         future: ThreadFuture[Any] = ThreadFuture(self._ask_timeout_s, name)
-        entry = self._hosts.get(name)
-        if entry is None or not entry[0].alive:
+        box = self._hosts.get(name)
+        if box is None or not box.cell.alive:
             future.set_exception(ActorUnavailable(f"no running actor named {name!r}"))
             return future
         open_ids = self._open.get(name)
@@ -184,29 +244,130 @@ class ThreadsRuntime(BackendBase):
         self._futures[rid] = future
         open_ids.add(rid)
         self._posted()
-        try:
-            entry[1].tell((None, message, rid))
-        except pykka.ActorDeadError:
-            self._handled()
-            self._futures.pop(rid, None)
-            open_ids.discard(rid)
-            future.set_exception(ActorUnavailable(f"actor {name!r} stopped"))
+        self._enqueue(box, (None, message, rid), True)
         return future
 
-    def _post(self, sender: str | None, to: str, message: Message, request_id: int | None) -> None:
-        entry = self._hosts.get(to)
-        if entry is None or not entry[0].alive:
+    def _post(
+        self, sender: str | None, to: str, message: Message, request_id: int | None, *, inline: bool = True
+    ) -> None:
+        box = self._hosts.get(to)
+        if box is None or not box.cell.alive:
             self.dead_letters += 1
             log.debug("dead letter from %r to %r: %r", sender, to, message)
             return
         if self.trace is not None:
             self.trace.append((sender, to, message))
         self._posted()
+        self._enqueue(box, (sender, message, request_id), inline)
+
+    def _enqueue(self, box: _Mailbox, item: _Item, inline: bool) -> None:
+        """Queue ``item``; deliver it in this thread if ``box`` may run inline and nobody holds it."""
+        run_here = False
+        with box.mutex:
+            box.queue.append(item)
+            if box.busy:
+                return  # the holder delivers it before letting go
+            if inline and box.inline and getattr(self._stack, "depth", 0) < INLINE_DEPTH:
+                box.busy = True
+                box.holder = threading.get_ident()
+                run_here = True
+            elif box.nudged:
+                return
+            else:
+                box.nudged = True
+        if run_here:
+            stack = self._stack
+            depth = getattr(stack, "depth", 0)
+            stack.depth = depth + 1
+            try:
+                self._deliver_queued(box, INLINE_BATCH)
+            finally:
+                stack.depth = depth
+        else:
+            self._nudge(box)
+
+    def _nudge(self, box: _Mailbox) -> None:
+        """Wake the actor's own thread to deliver what waits."""
         try:
-            entry[1].tell((sender, message, request_id))
-        except pykka.ActorDeadError:
-            self._handled()
-            self.dead_letters += 1
+            box.host.tell(None)
+        except pykka.ActorDeadError:  # its thread is gone: what waits will never be delivered
+            self._drop_queued(box)
+
+    def _started(self, box: _Mailbox) -> None:
+        """On the actor's thread, first: run ``on_start``, then what was posted meanwhile."""
+        box.holder = threading.get_ident()
+        self._carry_out(box.cell, box.cell.start())
+        self._deliver_queued(box, None)
+
+    def _woken(self, box: _Mailbox) -> None:
+        """On the actor's thread: deliver what waits, unless another thread holds the actor."""
+        with box.mutex:
+            box.nudged = False
+            if box.busy:
+                return  # the holder delivers it before letting go
+            box.busy = True
+            box.holder = threading.get_ident()
+        self._deliver_queued(box, None)
+
+    def _deliver_queued(self, box: _Mailbox, limit: int | None) -> None:
+        """Deliver ``box``'s messages from the head until it is empty; the caller holds it.
+
+        ``limit`` (a thread running the actor inline): after that many, or at
+        a message the behaviour will not take inline, the rest is handed to
+        the actor's own thread.
+        """
+        cell = box.cell
+        delivered = 0
+        try:
+            while True:
+                with box.mutex:
+                    if not box.queue:
+                        self._release(box)
+                        return
+                    head = box.queue[0]
+                if limit is not None and (delivered >= limit or not self._takes_inline(cell, head[1])):
+                    with box.mutex:
+                        self._release(box)
+                        if box.nudged:
+                            return
+                        box.nudged = True
+                    self._nudge(box)
+                    return
+                with box.mutex:
+                    box.queue.popleft()
+                sender, message, request_id = head
+                if limit is not None:
+                    self.inline_deliveries += 1
+                try:
+                    self._carry_out(cell, cell.deliver(sender, message, request_id))
+                finally:
+                    self._handled()
+                delivered += 1
+        except BaseException:
+            # Not a handler's exception (the cell turns those into effects): the runtime's own
+            # failure. Let go, so the actor's thread can still deliver what waits.
+            with box.mutex:
+                if box.busy and box.holder == threading.get_ident():
+                    self._release(box)
+                    wake = bool(box.queue) and not box.nudged
+                    box.nudged = box.nudged or wake
+                else:
+                    wake = False
+            if wake:
+                self._nudge(box)
+            raise
+
+    @staticmethod
+    def _release(box: _Mailbox) -> None:
+        """Let go of ``box`` (under its mutex)."""
+        box.busy = False
+        box.holder = None
+        box.idle.notify_all()
+
+    @staticmethod
+    def _takes_inline(cell: Cell, message: Message) -> bool:
+        hook = getattr(cell.behaviour, "may_run_inline", None)
+        return hook is not None and bool(hook(message))
 
     def _posted(self) -> None:
         with self._inflight_lock:
@@ -291,10 +452,10 @@ class ThreadsRuntime(BackendBase):
             self._post(cell.name, cell.supervisor, notice, None)
         if not cell.alive:
             with self._lock:
-                entry = self._hosts.get(cell.name)
-                if entry is not None and entry[0] is cell:
+                box = self._hosts.get(cell.name)
+                if box is not None and box.cell is cell:
                     del self._hosts[cell.name]
-                    entry[1].stop(block=False)
+                    box.host.stop(block=False)
             self._fail_open(cell.name, [])
 
     def _fail_open(self, name: str, extra: list[int]) -> None:

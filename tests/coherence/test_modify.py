@@ -110,6 +110,39 @@ def test_every_concurrent_modify_counts_and_calls_its_function_once(runtime: str
         assert len(memory.modify_functions) == 0  # every lent function was taken back
 
 
+def test_a_function_runs_in_the_thread_that_called_modify_or_the_cache_actors_never_another_agents() -> None:
+    """The threads runtime may run a cache in another agent's thread (delivery in the sender's
+    thread); a modify's function is kept out of that: it may take locks its own caller knows of."""
+    ran_in: list[tuple[int, int]] = []  # (caller, where fn ran)
+    callers: set[int] = set()
+
+    def work(agent: Any, n: int) -> None:
+        me = threading.get_ident()
+        callers.add(me)
+
+        def bump(value: dict[str, Any] | None) -> dict[str, Any]:
+            ran_in.append((me, threading.get_ident()))
+            return _bump(value)
+
+        for i in range(60):
+            if i % 3 == 0:
+                agent.write(f"plan:side-{(n + i) % 5}", {"by": n, "i": i})
+            elif i % 3 == 1:
+                agent.read(f"plan:side-{(n + i + 1) % 5}")
+            agent.modify(X, bump)
+
+    with MemorySystem.open(runtime="threads") as memory:
+        agents = [memory.agent(f"a{i}", "PA") for i in range(4)]
+        threads = [threading.Thread(target=work, args=(a, n)) for n, a in enumerate(agents)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert agents[0].read(X)["value"] == {"count": 240}
+    assert len(ran_in) == 240
+    assert [(caller, ran) for caller, ran in ran_in if ran != caller and ran in callers] == []
+
+
 def test_a_modify_that_fails_changes_nothing_for_any_reader() -> None:
     with MemorySystem.open(runtime="threads") as memory:
         pa, da = memory.agent("pa", "PA"), memory.agent("da", "DA")
