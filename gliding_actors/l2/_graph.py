@@ -37,6 +37,7 @@ from gliding_actors.l2._jsonld import (
     VOCAB,
     described_elsewhere,
     graph_iri,
+    is_plain,
     to_quads,
     triples_to_jsonld,
 )
@@ -367,6 +368,8 @@ class GraphStore:
         protocol: a line may refer to another node but not describe it (what
         lines already in L0 hold is loaded as it is)."""
         _named(iri, "iri")
+        if is_plain(value):
+            return  # it parses, into this line's own nodes only (is_plain says why): no parse needed
         others = described_elsewhere(iri, to_quads(iri, value, ox.NamedNode(GRAPH_BASE + "check")))
         if others:
             raise InvalidInput(

@@ -36,6 +36,7 @@ __all__ = [
     "described_elsewhere",
     "graph_iri",
     "graph_name_of",
+    "is_plain",
     "to_quads",
     "triples_to_jsonld",
 ]
@@ -178,6 +179,55 @@ def described_elsewhere(iri: str, quads: Iterable[ox.Quad]) -> list[str]:
         and not subject.value.startswith((fragment, skolem))
     }
     return sorted(found)
+
+
+#: a key the default context can only map to a term of its vocabulary (no keyword, no compact or
+#: absolute IRI, no blank node label)
+_PLAIN_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
+_INT64 = 2**63
+
+
+def is_plain(value: object) -> bool:
+    """Whether ``value`` is JSON-LD that :func:`to_quads` accepts and that describes only its own line.
+
+    True for a JSON object whose keys, at every level, are plain terms
+    (``_PLAIN_KEY``) and whose leaves are valid text, 64-bit integers, finite
+    numbers, booleans or null. Under the default context each key is then a
+    term of the vocabulary, each nested object a blank node (skolemised under
+    the line), each list an RDF list: there is no keyword, no context and no
+    ``@id``, so the parser accepts it and every subject is the line or one of
+    its own nodes. Checking that costs a walk over the value instead of a
+    parse. False means only "not known": :func:`to_quads` decides.
+    """
+    if type(value) is not dict:
+        return False
+    plain_key = _PLAIN_KEY.match
+    pending: list[Any] = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is dict:
+            for key, inner in item.items():
+                if type(key) is not str or plain_key(key) is None:
+                    return False
+                pending.append(inner)
+        elif kind is list:
+            pending.extend(item)
+        elif kind is str:
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return False
+        elif kind is int:
+            if not -_INT64 <= item < _INT64:
+                return False
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+        elif item is not None and kind is not bool:
+            return False
+    return True
 
 
 def to_quads(iri: str, value: dict[str, Any], graph: ox.NamedNode, *, stored: bool = False) -> tuple[ox.Quad, ...]:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gliding_actors.errors import InvalidInput
 from gliding_actors.l2._graph import GraphStore
-from gliding_actors.l2._jsonld import GRAPH_BASE, graph_iri, to_quads
+from gliding_actors.l2._jsonld import GRAPH_BASE, described_elsewhere, graph_iri, is_plain, to_quads
 
 IRIS = [f"task:t{i}" for i in range(4)]
 GRAPHS = ["plan", "execution", "a b"]
@@ -209,3 +209,47 @@ def test_a_stored_value_gives_the_quads_the_standard_encoder_gives(value: dict[s
             return str(exc)
 
     assert quads(True) == quads(False)
+
+
+# Keys near the edges of what the default context makes of a key: keywords, compact and absolute
+# IRIs, blank node labels, spaces, non-ASCII, and plain terms.
+edge_keys = st.one_of(
+    st.sampled_from([*KEYS, "@id", "@type", "@graph", "@context", "_:b0", "http://x.org/p", "a.b", "a-b", "é", ""]),
+    st.text(max_size=6),
+)
+edge_scalars = st.one_of(
+    st.text(max_size=8),  # lone surrogates included
+    st.integers(-(2**70), 2**70),
+    st.floats(),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(["other:node", "_:b1", "http://x.org/n"]),
+)
+edge_values = st.recursive(
+    edge_scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(edge_keys, inner, max_size=4)),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400)
+@given(st.dictionaries(edge_keys, edge_values, max_size=5))
+@example({"@id": "other:node", "status": "open"})
+@example({"note": "\ud800"})
+@example({"n": 2**64})
+def test_a_value_passed_as_plain_parses_and_describes_only_its_own_line(value: dict[str, Any]) -> None:
+    """The handle skips the JSON-LD parse for a plain value: that must never let through a value
+    the home's put would refuse, or one that describes another node."""
+    if not is_plain(value):
+        return
+    quads = to_quads("task:t0", value, ox.NamedNode(graph_iri("plan")))
+    assert described_elsewhere("task:t0", quads) == []
+
+
+def test_plain_is_what_agents_usually_write_and_never_a_keyword_or_an_iri_key() -> None:
+    assert is_plain({"title": "Ship", "steps": [{"n": 1, "done": False}], "due_at": None, "cost.eur": 1.5})
+    assert not is_plain({"@id": "task:t0", "title": "Ship"})
+    assert not is_plain({"title": "Ship", "sub": {"@type": "Task"}})
+    assert not is_plain({"x:y": 1})
+    assert not is_plain({"n": float("nan")})
+    assert not is_plain(["not", "an", "object"])
