@@ -17,6 +17,7 @@ hop. Why FIFO per pair and one message at a time still hold: docs/DESIGN.md,
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import heapq
 import itertools
@@ -46,6 +47,16 @@ INLINE_DEPTH = 8
 
 #: (sender, message, request id)
 _Item = tuple[str | None, Message, int | None]
+
+
+def _in_event_loop() -> bool:
+    """Whether this thread runs an asyncio event loop: it never runs an actor inline (a handler
+    may write to disk, and the loop must not wait for that)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class _Mailbox:
@@ -267,7 +278,7 @@ class ThreadsRuntime(BackendBase):
             box.queue.append(item)
             if box.busy:
                 return  # the holder delivers it before letting go
-            if inline and box.inline and getattr(self._stack, "depth", 0) < INLINE_DEPTH:
+            if inline and box.inline and getattr(self._stack, "depth", 0) < INLINE_DEPTH and not _in_event_loop():
                 box.busy = True
                 box.holder = threading.get_ident()
                 run_here = True

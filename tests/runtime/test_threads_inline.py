@@ -10,6 +10,7 @@ and messages from one sender to one receiver arrive in the order sent.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
@@ -230,5 +231,22 @@ def test_stop_waits_for_a_handler_another_thread_runs_inline() -> None:
         rt.stop("slow")
         assert log == ["begin", "end"]  # no handler of a stopped actor is still running
         sender.join(5.0)
+    finally:
+        rt.shutdown()
+
+
+def test_a_thread_running_an_event_loop_never_runs_an_actor_inline() -> None:
+    rt = ThreadsRuntime(ask_timeout_s=10.0)
+    try:
+        rt.spawn("echo", lambda: Echo(None))
+        _idle(rt, "echo")
+
+        async def ask_from_the_loop() -> int:
+            answer: int = rt.lookup("echo").ask({"t": "here"}).get(5.0)
+            return answer
+
+        assert asyncio.run(ask_from_the_loop()) != threading.get_ident()
+        _idle(rt, "echo")
+        assert rt.lookup("echo").ask({"t": "here"}).get(5.0) == threading.get_ident()  # outside a loop: inline
     finally:
         rt.shutdown()
