@@ -49,6 +49,7 @@ from gliding_actors.l2._update import check_update, plan_update
 from gliding_actors.llm import ExtractiveSummarizer, Summarizer, parse_answer
 from gliding_actors.roles import ROLES
 from gliding_actors.runtime import BaseFuture, CompletedFuture, Future, MappedFuture
+from gliding_actors.runtime._future import wait_bound
 
 __all__ = ["MAX_VALUE_DEPTH", "ROLES", "Agent", "AgentPorts", "AsyncAgent", "ModifyResult", "ReadResult", "WriteResult"]
 
@@ -117,7 +118,8 @@ class Agent(CoordinationOps):
 
     def _hit(self, iri: str, *, timeout: float | None = None) -> ReadResult | None:
         """The read served from this agent's published cache view, or None on a miss (``read``'s fast path;
-        ``timeout`` is the read's own argument, unused: a hit waits for nothing).
+        ``timeout`` is the read's own argument: a hit waits for nothing, but a bad one is refused
+        all the same).
 
         No message and no lock: one dict lookup on the board (only IRIs that
         passed validation on the way in are ever there), one membership test
@@ -126,6 +128,8 @@ class Agent(CoordinationOps):
         """
         if type(iri) is not str:  # a list or dict cannot be looked up; the caller's check refuses it
             return None
+        if timeout is not None:
+            wait_bound(timeout)  # InvalidInput, as a miss would raise
         # an expired line reads as absent: deleted before any read answers (an empty list when no line has a TTL)
         if self._expiry_heap and self._expiry_table.due():
             self._system.expiry.sweep()

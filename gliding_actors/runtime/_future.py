@@ -118,6 +118,8 @@ class CompletedFuture(BaseFuture[T]):
             self._value = value
 
     def get(self, timeout: float | None = None) -> T:
+        if timeout is not None:
+            wait_bound(timeout)  # nothing to wait for, but a bad timeout is refused as by any other future
         return self.result_now()
 
 

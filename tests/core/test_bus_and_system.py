@@ -402,3 +402,14 @@ def test_an_undrained_inbox_is_unbounded_no_more() -> None:
         assert [e["message"]["iri"] for e in events[21:]] == [f"note:{n}" for n in range(30)]
         pa.publish("chatter", {"n": 300})
         assert [e["message"] for e in sa.inbox()] == [{"n": 300}]  # the count starts again
+
+
+def test_a_read_served_from_the_cache_refuses_a_bad_timeout_as_a_miss_does() -> None:
+    with MemorySystem.open(runtime="threads") as memory:
+        pa = memory.agent("pa", "PA")
+        pa.write("plan:p", {"n": 1})
+        assert pa.read("plan:p")["messages"] == 0  # a hit
+        for bad in (-1.0, float("nan"), "1"):
+            with pytest.raises(InvalidInput):
+                pa.read("plan:p", timeout=bad)  # type: ignore[arg-type]
+        assert pa.read("plan:p", timeout=float("inf"))["value"] == {"n": 1}
