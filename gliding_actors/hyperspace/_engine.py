@@ -274,6 +274,18 @@ class HyperspaceEngine:
         while len(self._cache) > self.config.embed_cache:
             self._cache.popitem(last=False)
 
+    def has_vector_for(self, iri: str, digest: str) -> bool:
+        """Whether line ``iri`` at the text with ``digest`` would get its vector without embedding:
+        the line is indexed at that text with a vector, one was made ahead for it, or one is
+        remembered for the text."""
+        doc = self.docs.get(iri)
+        if doc is not None and doc.text_hash == digest and doc.space in self.spaces and iri in self.spaces[doc.space]:
+            return True
+        ahead = self._ahead.get(iri)
+        if ahead is not None and ahead[1] == digest:
+            return True
+        return any((embedder.name, digest) in self._cache for embedder in self.chain.embedders)
+
     def warm(self, iri: str, value: Mapping[str, Any] | None) -> None:
         """Embed the text of line ``iri``'s value ahead of time (a write still in an agent's cache), for
         its indexing to use; no document changes."""

@@ -224,9 +224,9 @@ class HyperspaceService:
                 if isinstance(value, dict):
                     if not (self.deferred or self.lazy):
                         self.engine.warm(iri, value)
-                    elif (text := node_text(value)).strip():
+                    elif (text := node_text(value)).strip() and not self.engine.has_vector_for(iri, digest := _digest(text)):
                         # warmed for the line: a rewrite before the worker gets to it supersedes it
-                        self._queue_embedding([(iri, _digest(text), text)])
+                        self._queue_embedding([(iri, digest, text)])
 
     def catch_up(self, *, strict: bool = True, only: str | None = None, archives_only: bool = False) -> int:
         """Index every pending line whose home copy is new enough; returns how many changed.

@@ -122,6 +122,21 @@ def test_a_line_rewritten_while_queued_is_embedded_once_with_its_newest_text(ser
         assert m.hyperspace.stats()["waiting_for_vectors"] == 0
 
 
+def test_a_line_rewritten_with_the_same_text_is_not_embedded_again(server: _server.EmbeddingServer) -> None:
+    """Only numbers change (a counter, a stamp): the text is the same, and so is its vector."""
+    with MemorySystem.open(runtime="threads", config=_gated(server, embed_at_search=0)) as m:
+        server.hold = None
+        pa = m.agent("pa", "PA")
+        for n in range(6):
+            pa.write("note:keys", {"summary": "note keys rotated weekly", "n": n}, graph="plan")
+            m.quiesce(5)  # the line.changed event is handled: its text queued for the worker, or not
+            assert m.hyperspace.wait_embeddings(timeout=30)
+        embedded = [text for call in server.calls for text in call]
+        assert embedded.count("note keys rotated weekly") == 1
+        found = pa.search("keys rotated", 1)
+        assert found["iris"] == ["note:keys"] and found["embedders"] == ["openai/m"]
+
+
 # --- vectors made before their line is indexed -------------------------------------------------
 
 
