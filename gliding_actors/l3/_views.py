@@ -29,7 +29,9 @@ Whichever comes first bumps the node; the other is a no-op (versions are
 compared). Which nodes a changed line *now links to* needs its new value:
 the registry call only queues the line (``pending``); the queue is drained —
 the value found in the writer's cache snapshot or at home, its links bumped as
-``linked`` — by the next look-up, stamp or bus event. A queued line whose new
+``linked`` — by the next look-up or stamp, or by a bus event while any view
+is kept (with none, nothing can go stale, and the queue waits for the next
+stamp). A queued line whose new
 value cannot be found yet (in flight between a cache and home) makes every
 look-up a miss until it can: correctness over hit rate.
 """
@@ -138,9 +140,16 @@ class ViewCache:
         return not pending
 
     def drain(self) -> int:
-        """Analyse queued lines now (the view actor does this on each bus event); how many are left."""
+        """Analyse queued lines now, so a look-up finds the work done (the view actor does this on
+        each bus event); how many are left queued.
+
+        With no view kept there is nothing a new link could make stale: the
+        lines stay queued (one entry per line, its newest change) for the next
+        stamp or look-up, and a team that never projects pays nothing for them.
+        """
         with self._lock:
-            self._drain()
+            if self._views:
+                self._drain()
             return len(self._pending)
 
     # -- views ----------------------------------------------------------------------------

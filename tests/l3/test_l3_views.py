@@ -198,6 +198,28 @@ def test_an_unresolved_change_makes_lookups_miss_until_resolved() -> None:
     assert cache.lookup(("t", "f", "r", 0)) == {"ok": 1}
 
 
+def test_with_no_view_kept_a_change_waits_for_the_next_stamp_and_a_new_link_still_counts() -> None:
+    """Nothing can go stale without a view, so the actor's drain does no link analysis then."""
+    asked: list[str] = []
+
+    def resolver(iri: str, version: int, agent: str | None) -> set[str]:
+        asked.append(iri)
+        return {"artifact:a"}
+
+    cache = ViewCache(resolver=resolver)
+    for version in (1, 2, 3):
+        cache.changed("review:new", version, "ca")
+        assert cache.drain() == 1  # queued once, newest change kept
+    assert asked == []
+    stamp = cache.stamp()  # analysed now, before the projection's reads
+    assert asked == ["review:new"] and cache.drain() == 0
+    cache.insert(("t", "f", "r", 0), {}, stamp=stamp, deps=["artifact:a"], watch=["artifact:a"])
+    assert cache.lookup(("t", "f", "r", 0)) == {}  # the link came before the stamp: the view is valid
+    cache.changed("review:other", 1, "ca")
+    assert cache.drain() == 0 and asked[-1] == "review:other"  # a view is kept: analysed at once
+    assert cache.lookup(("t", "f", "r", 0)) is None  # ... and it brought artifact:a a new member
+
+
 def test_capacity_drops_the_least_recently_used_view() -> None:
     cache = ViewCache(capacity=2)
     for name in ("a", "b"):
