@@ -158,7 +158,8 @@ class ThreadsRuntime(BackendBase):
         self._inflight_lock = threading.Lock()
         #: how many actors this thread holds nested in its stack (``depth``)
         self._stack = threading.local()
-        #: deliveries made inline, in a sender's thread (for tests and stats)
+        #: deliveries made inline, in a sender's thread (for tests and diagnostics; threads bump it
+        #: without a lock, so under contention it may count a few short)
         self.inline_deliveries = 0
         self._timers = Timers(self._clock, lambda to, msg: self._post("@timer", to, msg, None, inline=False))
 
