@@ -278,13 +278,18 @@ class HyperspaceEngine:
         """Whether line ``iri`` at the text with ``digest`` would get its vector without embedding:
         the line is indexed at that text with a vector, one was made ahead for it, or one is
         remembered for the text."""
-        doc = self.docs.get(iri)
-        if doc is not None and doc.text_hash == digest and doc.space in self.spaces and iri in self.spaces[doc.space]:
+        if self._vector_kept(iri, digest):
             return True
         ahead = self._ahead.get(iri)
         if ahead is not None and ahead[1] == digest:
             return True
         return any((embedder.name, digest) in self._cache for embedder in self.chain.embedders)
+
+    def _vector_kept(self, iri: str, digest: str) -> bool:
+        """Whether line ``iri`` is indexed at the text with ``digest`` and has its vector (a rewrite
+        of the same text keeps it)."""
+        doc = self.docs.get(iri)
+        return doc is not None and doc.text_hash == digest and doc.space in self.spaces and iri in self.spaces[doc.space]
 
     def warm(self, iri: str, value: Mapping[str, Any] | None) -> None:
         """Embed the text of line ``iri``'s value ahead of time (a write still in an agent's cache), for
@@ -337,7 +342,7 @@ class HyperspaceEngine:
         space = ""
         ahead = self._take_ahead(iri, digest)
         if text.strip():
-            if old is not None and old.text_hash == digest and old.space in self.spaces and iri in self.spaces[old.space]:
+            if old is not None and self._vector_kept(iri, digest):
                 space = old.space  # same text: the vector it has is the vector it would get
             elif ahead is not None:
                 space, vector = ahead  # made for this line while it was on its way home
