@@ -115,6 +115,18 @@ def _holds_leveldb_files(path: str) -> bool:
     )
 
 
+def _may_hold(db: plyvel.DB, prefix: bytes) -> bool:
+    """Whether ``db`` may hold a key starting with ``prefix`` (one seek).
+
+    A damaged table met on the way answers yes: opening a damaged database
+    still works, and the reads that meet the damage report it."""
+    try:
+        with db.iterator(prefix=prefix, include_value=False) as it:
+            return next(it, None) is not None
+    except plyvel.Error:
+        return True
+
+
 def _is_new(path: str) -> bool:
     """Whether L0 may create its database at ``path``: only where there is none yet.
 
@@ -245,6 +257,10 @@ class _StoreBase:
             #: whether the database holds a clean mark the next write must delete
             self._mark_held = raw_mark is not None
             self._nodes_written = False
+            # Whether any tombstone may exist: while none does, a node written
+            # for the first time skips the tombstone read. Set (before its
+            # batch is written) by every write that leaves one.
+            self._tombstones = _may_hold(self._db, K.TOMBSTONE)
         except BaseException:
             self._db.close()
             raise

@@ -117,6 +117,7 @@ class _StoreWrites(_StoreBase):
                         value = traw  # an idempotent re-flush: written again, unchanged
                 wb = db.write_batch(sync=do_sync)
                 wb.put(tkey, value)
+                self._tombstones = True
                 self._commit(wb, do_sync)
                 return False
             old = decode_record(key, raw, iri)
@@ -135,6 +136,7 @@ class _StoreWrites(_StoreBase):
             wb.delete(key)
             wb.delete(_ACCESS + iri_b)
             wb.put(tkey, pack_tombstone(version, now))
+            self._tombstones = True
             self._commit(wb, do_sync)
             with self._access_lock:
                 self._pending.pop(iri, None)
@@ -171,6 +173,8 @@ class _StoreWrites(_StoreBase):
                     wb.delete(_ACCESS + iri_b)
                     wb.put(_TOMB + iri_b, pack_tombstone(old[_F_VERSION] + 1, now))
                     gone.append(iri)
+            if gone:
+                self._tombstones = True
             self._commit(wb, do_sync)
             with self._access_lock:
                 for iri in gone:
@@ -384,17 +388,17 @@ class _StoreWrites(_StoreBase):
                     key, raw, new[0], None if araw is None else decode_access(_ACCESS + iri_b, araw)
                 )
         tkey: bytes | None = None
+        current = 0
         if old is None:
             # No node: its version continues from its tombstone, if it has one.
-            # (The merge read is one point get; a node written for the first
-            # time pays a second, usually a bloom-filter miss.)
-            current = 0
-            tkey = _TOMB + iri_b
-            traw = self._get(tkey)
-            if traw is None:
-                tkey = None
-            else:
-                current = decode_tombstone(tkey, traw)[0]
+            # (A second point read, skipped while the store holds no tombstone.)
+            if self._tombstones:
+                tkey = _TOMB + iri_b
+                traw = self._get(tkey)
+                if traw is None:
+                    tkey = None
+                else:
+                    current = decode_tombstone(tkey, traw)[0]
         else:
             current = old[_F_VERSION]
         if (
