@@ -128,14 +128,21 @@ class Operation(Generic[H, P, S, R]):
             return self
 
         at_once = self.at_once
+        if at_once is None:
 
-        def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
-            if at_once is not None and handle._trace is None:  # type: ignore[attr-defined]
-                done = at_once(handle, *args, **kwargs)  # one dict lookup and a copy: the hot path
-                if done is not None:
-                    return done
-            call = _send(self, handle, args, kwargs)
-            return call.finish(call.future.get(call.timeout))
+            def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
+                call = _send(self, handle, args, kwargs)
+                return call.finish(call.future.get(call.timeout))
+
+        else:
+
+            def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
+                if handle._trace is None:  # type: ignore[attr-defined]
+                    done = at_once(handle, *args, **kwargs)  # one dict lookup and a copy: the hot path
+                    if done is not None:
+                        return done
+                call = _send(self, handle, args, kwargs)
+                return call.finish(call.future.get(call.timeout))
 
         return _bind(handle, self.name, blocking, self)
 
