@@ -1,6 +1,6 @@
 """LevelDB's memory has the bound the config states (``l0.write_buffer_bytes``, ``l0.block_cache_bytes``).
 
-Issue 11's soak found L0 among what kept growing for minutes: LevelDB's
+A ten-minute soak found L0 among what kept growing for minutes: LevelDB's
 memtable and block cache fill up to sizes that were LevelDB's unstated
 defaults. They are now set from the config, so the bound is the config's
 and it is checked here on a real store: with small sizes, a workload several

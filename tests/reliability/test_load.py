@@ -218,7 +218,7 @@ def test_the_full_size_is_linearizable() -> None:
 
 @pytest.mark.slow
 def test_memory_stays_bounded_over_a_ten_minute_soak() -> None:
-    """Issue 11's soak, by the rule of docs/RELIABILITY.md ("Memory over a soak"): the largest RSS of the
+    """The ten-minute soak, by the rule of docs/RELIABILITY.md ("Memory over a soak"): the largest RSS of the
     last third at most 10 % above the largest of the first third. LevelDB's part stays under its cap."""
     result = run_soak(seconds=600, seed=SEED)
     assert result["untyped_errors"] == 0
