@@ -23,12 +23,12 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
 from gliding_actors._aio import settle
 from gliding_actors.runtime import Future
 
-__all__ = ["Call", "Operation", "Tracer", "operation", "same"]
+__all__ = ["AtOnce", "Call", "Operation", "Tracer", "forget_faces", "not_at_once", "operation", "same"]
 
 P = ParamSpec("P")
 S = TypeVar("S")  # what the runtime future answers
@@ -37,6 +37,10 @@ H = TypeVar("H")  # the handle the operation belongs to
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 H_co = TypeVar("H_co", covariant=True)
+
+#: An operation's answer without a message: ``at_once(handle, otherwise, *args, **kwargs)``
+#: returns it when there is one (a read hit), else ``otherwise(*args, **kwargs)``.
+AtOnce = Callable[Concatenate[H, Callable[P, Any], P], R | None]
 
 
 def same(value: T) -> T:
@@ -92,11 +96,12 @@ class Operation(Generic[H, P, S, R]):
         define: Callable[Concatenate[H, P], Call[S, R]],
         *,
         recorded: bool = True,
-        at_once: Callable[Concatenate[H, P], R | None] | None = None,
+        at_once: AtOnce[H, P, R] | None = None,
     ) -> None:
         self.define = define
         self.recorded = recorded
-        #: the result without a message when there is one (a read hit), else None; skipped when recording
+        #: the result without a message when there is one (a read hit), else ``otherwise``'s; not
+        #: used by a recorded handle
         self.at_once = at_once
         self.name = define.__name__
         self.submit_name = f"submit_{self.name}"
@@ -127,25 +132,32 @@ class Operation(Generic[H, P, S, R]):
         if handle is None:
             return self
 
+        def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
+            call = _send(self, handle, args, kwargs)
+            return call.finish(call.future.get(call.timeout))
+
         at_once = self.at_once
-        if at_once is None:
+        if at_once is None or handle._trace is not None:  # type: ignore[attr-defined]
+            return _bind(handle, self.name, blocking, self)
+        # The hot path (a read hit: one dict lookup and a copy) in one frame, the handle's own:
+        # a partial is no Python frame, and ``at_once`` makes the round trip itself on a miss.
+        face = cast(Callable[P, R], functools.partial(at_once, handle, blocking))
+        return _bind(handle, self.name, face, self)
 
-            def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
-                call = _send(self, handle, args, kwargs)
-                return call.finish(call.future.get(call.timeout))
 
-        else:
+def not_at_once(*args: Any, **kwargs: Any) -> None:
+    """The ``otherwise`` of an at-once answer asked for alone: None, "no answer without a message"."""
 
-            def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
-                if handle._trace is None:  # type: ignore[attr-defined]
-                    done = at_once(handle, *args, **kwargs)  # one dict lookup and a copy: the hot path
-                    if done is not None:
-                        return done
-                call = _send(self, handle, args, kwargs)
-                return call.finish(call.future.get(call.timeout))
 
-        return _bind(handle, self.name, blocking, self)
+def forget_faces(handle: Any) -> None:
+    """Drop the faces bound on ``handle`` so far: the next use binds them again.
 
+    For a recorder that starts tracing a handle: a face bound before that
+    skipped the trace point on the at-once path.
+    """
+    for name in list(vars(handle)):
+        if isinstance(getattr(type(handle), name, None), Operation):
+            del vars(handle)[name]
 
 
 def _bind(handle: Any, name: str, face: F, op: Operation[Any, Any, Any, Any]) -> F:
@@ -206,7 +218,7 @@ class AwaitableFace(Generic[H, P, R]):
 
         async def awaitable(*args: P.args, **kwargs: P.kwargs) -> R:
             if at_once is not None and handle._trace is None:  # type: ignore[attr-defined]
-                done = at_once(handle, *args, **kwargs)
+                done = at_once(handle, not_at_once, *args, **kwargs)
                 if done is not None:
                     return done  # answered without suspending
             call = _send(op, handle, args, kwargs)  # bad input raises here, at the await
@@ -222,21 +234,24 @@ def operation(define: Callable[Concatenate[H, P], Call[S, R]]) -> Operation[H, P
 def operation(*, recorded: bool) -> Callable[[Callable[Concatenate[H, P], Call[S, R]]], Operation[H, P, S, R]]: ...
 @overload
 def operation(
-    *, at_once: Callable[Concatenate[H, P], R | None]
+    *, at_once: AtOnce[H, P, R]
 ) -> Callable[[Callable[Concatenate[H, P], Call[S, R]]], Operation[H, P, S, R]]: ...
 def operation(
     define: Callable[Concatenate[H, P], Call[S, R]] | None = None,
     *,
     recorded: bool = True,
-    at_once: Callable[Concatenate[H, P], R | None] | None = None,
+    at_once: AtOnce[H, P, R] | None = None,
 ) -> Operation[H, P, S, R] | Callable[[Callable[Concatenate[H, P], Call[S, R]]], Operation[H, P, S, R]]:
     """Make ``define`` an operation of its handle's class (module docstring).
 
     ``recorded=False``: the operation is built on another one, and a
     recording shows that one (the trace format names the requests sent).
-    ``at_once``: takes the same arguments and returns the result when it
-    needs no message (a read hit), else None; the blocking and awaitable faces
-    try it first, except while the memory is recorded (every op is traced).
+    ``at_once``: takes ``otherwise`` and then the same arguments, and returns
+    the result when it needs no message (a read hit), else what
+    ``otherwise(*args, **kwargs)`` returns (the blocking face passes its round
+    trip, so a hit costs one frame; others pass :func:`not_at_once` and get
+    None). The blocking and awaitable faces try it first, except on a
+    recorded handle (every op is traced).
     """
     if define is not None:
         return Operation(define)

@@ -27,7 +27,7 @@ from gliding_actors._checks import (
     check_ttl,
 )
 from gliding_actors._coordination import CoordinationOps
-from gliding_actors._operation import Call, Tracer, operation, same
+from gliding_actors._operation import Call, Tracer, not_at_once, operation, same
 from gliding_actors._results import (
     ModifyResult,
     ReadResult,
@@ -64,6 +64,7 @@ class Agent(CoordinationOps):
         self._cache = cache_name(agent_id)
         #: this agent's published cache lines (see SnapshotBoard)
         self._view = system.board.view(agent_id)
+        self._view_get = self._view.get  # bound once: the hit path's first lookup
         #: ops this handle has in flight per IRI: a read must not hit around them
         self._in_flight: dict[str, int] = {}
         self._in_flight_lock = threading.Lock()
@@ -80,6 +81,7 @@ class Agent(CoordinationOps):
         #: the hit path touches only ``_tallies``, this handle's own map
         self._counters = system.counters.agent(agent_id)
         self._tallies = self._counters.tallies
+        self._tally_of = self._tallies.get
         #: lines written with a time to live (the read paths' O(1) "is anything due?")
         self._expiry_table = system.expiry.table
         self._expiry_heap = self._expiry_table.heap
@@ -116,32 +118,34 @@ class Agent(CoordinationOps):
             else:
                 self._in_flight.pop(iri, None)
 
-    def _hit(self, iri: str, *, timeout: float | None = None) -> ReadResult | None:
-        """The read served from this agent's published cache view, or None on a miss (``read``'s fast path;
-        ``timeout`` is the read's own argument: a hit waits for nothing, but a bad one is refused
-        all the same).
+    def _hit(
+        self, otherwise: Callable[..., ReadResult | None], iri: str, *, timeout: float | None = None
+    ) -> ReadResult | None:
+        """The read served from this agent's published cache view, or ``otherwise(iri, timeout=timeout)``
+        on a miss (``read``'s fast path, see ``operation``'s ``at_once``; ``timeout`` is the read's own
+        argument: a hit waits for nothing, but a bad one is refused all the same).
 
         No message and no lock: one dict lookup on the board (only IRIs that
         passed validation on the way in are ever there), one membership test
         against this handle's own ops in flight (a read must not overtake
         them), and a private copy of the value.
         """
-        if type(iri) is not str:  # a list or dict cannot be looked up; the caller's check refuses it
-            return None
+        if type(iri) is not str:  # a list or dict cannot be looked up; the definition's check refuses it
+            return otherwise(iri, timeout=timeout)
         if timeout is not None:
             wait_bound(timeout)  # InvalidInput, as a miss would raise
         # an expired line reads as absent: deleted before any read answers (an empty list when no line has a TTL)
         if self._expiry_heap and self._expiry_table.due():
             self._system.expiry.sweep()
-        hit = self._view.get(iri)
+        hit = self._view_get(iri)
         if hit is None or iri in self._in_flight:
-            return None
+            return otherwise(iri, timeout=timeout)
         state, packed, version, graph = hit
         # one set lookup once the graph was found readable; the matrix is asked only the first time
         if graph is not None and graph not in self._readable and not self._may_read_graph(graph):
             return absent(state, 0)
         # stats(): one more lookup, in this handle's own map, no lock (metrics/_counters.py)
-        tally = self._tallies.get(iri)
+        tally = self._tally_of(iri)
         if tally is not None and tally.packed is packed:
             tally.hits += 1
         else:
@@ -154,7 +158,7 @@ class Agent(CoordinationOps):
 
         A hit on this agent's S/E/M copy is answered without a message.
         """
-        hit = self._hit(iri)
+        hit = self._hit(not_at_once, iri)
         if hit is not None:
             return Call(CompletedFuture(hit), same, timeout)
         check_iri(iri)

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from gliding_actors._operation import Call, Tracer
+from gliding_actors._operation import Call, Tracer, forget_faces
 from gliding_actors._version import __version__
 from gliding_actors.clock import VirtualClock
 from gliding_actors.errors import InvalidInput, Timeout
@@ -256,6 +256,7 @@ class Recorder:
             if (name.startswith("submit_") or name == "reload") and inspect.isfunction(getattr(kind, name, None)):
                 self._wrap(agent, name, agent.id)
         agent._trace = functools.partial(self._trace_operation, agent.id)
+        forget_faces(agent)  # a face bound before now would skip the trace point on a hit
 
     def _trace_operation(
         self,
