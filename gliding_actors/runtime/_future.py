@@ -86,24 +86,34 @@ def wait_bound(timeout: object) -> float | None:
 
 
 class ThreadFuture(BaseFuture[T]):
-    """A future answered from another thread; ``get`` waits on a condition."""
+    """A future answered from another thread; ``get`` waits on a condition.
+
+    The condition is made by the first ``get`` that has to wait, under the
+    future's lock (which answering holds too, so no wake-up is lost): most
+    futures are answered before anyone asks, often in the asking thread
+    itself, and then neither making one nor notifying it is paid for.
+    """
 
     def __init__(self, default_timeout: float, description: str = "") -> None:
         super().__init__(description)
-        self._cond = threading.Condition(self._lock)
+        self._cond: threading.Condition | None = None
         self._default_timeout = default_timeout
 
     def _notify(self) -> None:
-        self._cond.notify_all()
+        if self._cond is not None:
+            self._cond.notify_all()
 
     def get(self, timeout: float | None = None) -> T:
         limit = self._default_timeout if timeout is None else timeout
         bound = wait_bound(limit)
-        with self._cond:
-            if not self.done() and not self._cond.wait_for(self.done, bound):
-                raise Timeout(
-                    f"no answer within {limit:g} s" + (f" from {self.description!r}" if self.description else "")
-                )
+        if not self.done():
+            with self._lock:
+                if self._cond is None:
+                    self._cond = threading.Condition(self._lock)
+                if not self.done() and not self._cond.wait_for(self.done, bound):
+                    raise Timeout(
+                        f"no answer within {limit:g} s" + (f" from {self.description!r}" if self.description else "")
+                    )
         return self.result_now()
 
 
