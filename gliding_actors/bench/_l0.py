@@ -155,56 +155,77 @@ def _alternate(
     return t_ours, t_base
 
 
+class _Raw:
+    """The raw baseline of a round: plyvel + msgpack of the bare nodes, no indexes, block by block.
+
+    One class for the store's rounds and the floors' rounds, so both ratios
+    divide by exactly the same work.
+    """
+
+    def __init__(self, root: Path, entries: list[L0Entry], block: int, order: list[int]) -> None:
+        n = len(entries)
+        keys = [b"n:" + e.iri.encode() for e in entries]
+        pairs = list(zip(keys, (e.content for e in entries), strict=True))
+        self.pair_blocks = [pairs[i : i + block] for i in range(0, n, block)]
+        self.get_key_blocks = [[keys[j] for j in order[i : i + block]] for i in range(0, n, block)]
+        self.prefixes = [f"memory:session-{s:03d}/" for s in range(_SESSIONS)]
+        self._raw_prefixes = [b"n:" + p.encode() for p in self.prefixes]
+        self.db = _open_raw(root / "raw")
+        self.bulk = _open_raw(root / "raw-bulk")
+        self._pack = msgpack.Packer().pack
+
+    def put(self, i: int) -> None:
+        write_batch, pack = self.db.write_batch, self._pack
+        for key, node in self.pair_blocks[i]:
+            wb = write_batch()
+            wb.put(key, pack(node))
+            wb.write()
+
+    def put_bulk(self, i: int) -> None:
+        wb, pack = self.bulk.write_batch(), self._pack
+        for key, node in self.pair_blocks[i]:
+            wb.put(key, pack(node))
+        wb.write()
+
+    def get(self, i: int) -> None:
+        get, unpackb = self.db.get, msgpack.unpackb
+        for key in self.get_key_blocks[i]:
+            unpackb(get(key))
+
+    def scan(self, i: int) -> None:
+        unpackb = msgpack.unpackb
+        with self.db.iterator(prefix=self._raw_prefixes[i]) as it:
+            [unpackb(v) for _, v in it]
+
+    def close(self) -> None:
+        self.db.close()
+        self.bulk.close()
+
+
 def _round(
     entries: list[L0Entry], block: int, rng: random.Random, root: Path, base_first: bool
 ) -> dict[str, float]:
     n = len(entries)
-    keys = [b"n:" + e.iri.encode() for e in entries]
-    pairs = list(zip(keys, (e.content for e in entries), strict=True))
     blocks = range(0, n, block)
     entry_blocks = [entries[i : i + block] for i in blocks]
-    pair_blocks = [pairs[i : i + block] for i in blocks]
     order = list(range(n))
     rng.shuffle(order)
-    get_key_blocks = [[keys[j] for j in order[i : i + block]] for i in blocks]
     get_iri_blocks = [[entries[j].iri for j in order[i : i + block]] for i in blocks]
-    prefixes = [f"memory:session-{s:03d}/" for s in range(_SESSIONS)]
-    raw_prefixes = [b"n:" + p.encode() for p in prefixes]
     nb = len(entry_blocks)
 
-    raw = _open_raw(root / "raw")
-    raw_bulk = _open_raw(root / "raw-bulk")
+    raw = _Raw(root, entries, block, order)
+    prefixes = raw.prefixes
     store = L0Store(root / "store", clock=SystemClock())
     store_bulk = L0Store(root / "store-bulk", clock=SystemClock())
-    pack = msgpack.Packer().pack
-    unpackb = msgpack.unpackb
     try:
-
-        def raw_put(i: int) -> None:
-            write_batch = raw.write_batch
-            for key, node in pair_blocks[i]:
-                wb = write_batch()
-                wb.put(key, pack(node))
-                wb.write()
 
         def store_put(i: int) -> None:
             put = store.store
             for entry in entry_blocks[i]:
                 put(entry)
 
-        def raw_put_bulk(i: int) -> None:
-            wb = raw_bulk.write_batch()
-            for key, node in pair_blocks[i]:
-                wb.put(key, pack(node))
-            wb.write()
-
         def store_put_bulk(i: int) -> None:
             store_bulk.store_many(entry_blocks[i])
-
-        def raw_get(i: int) -> None:
-            get = raw.get
-            for key in get_key_blocks[i]:
-                unpackb(get(key))
 
         def store_get_untouched(i: int) -> None:
             retrieve = store.retrieve
@@ -216,21 +237,17 @@ def _round(
             for iri in get_iri_blocks[i]:
                 retrieve(iri)
 
-        def raw_scan(i: int) -> None:
-            with raw.iterator(prefix=raw_prefixes[i]) as it:
-                [unpackb(v) for _, v in it]
-
         def store_scan(i: int) -> None:
             store.query_by_prefix(prefixes[i])
 
-        t_put, t_raw_put = _alternate(store_put, raw_put, nb, base_first)
-        t_bulk, t_raw_bulk = _alternate(store_put_bulk, raw_put_bulk, nb, base_first)
+        t_put, t_raw_put = _alternate(store_put, raw.put, nb, base_first)
+        t_bulk, t_raw_bulk = _alternate(store_put_bulk, raw.put_bulk, nb, base_first)
         # Reads run on compacted databases, so neither side pays for
         # memtable/SST merging that the other does not.
-        raw.compact_range()
+        raw.db.compact_range()
         store.compact()
-        _alternate(store_scan, raw_scan, len(prefixes), base_first)  # warm the block caches
-        t_scan, t_raw_scan = _alternate(store_scan, raw_scan, len(prefixes), base_first)
+        _alternate(store_scan, raw.scan, len(prefixes), base_first)  # warm the block caches
+        t_scan, t_raw_scan = _alternate(store_scan, raw.scan, len(prefixes), base_first)
         gc.collect()
         start = time.perf_counter()
         hits = sum(len(store.query_by_tags([t])) for t in _TAGS)
@@ -238,8 +255,8 @@ def _round(
         # Gets last: counting accesses writes to the store. The write-down of
         # the counts (every access_flush_every reads, and the final flush) is
         # timed as part of the reads: it is what reads cost.
-        t_untouched, t_raw_get_u = _alternate(store_get_untouched, raw_get, nb, base_first)
-        t_get, t_raw_get = _alternate(store_get, raw_get, nb, base_first)
+        t_untouched, t_raw_get_u = _alternate(store_get_untouched, raw.get, nb, base_first)
+        t_get, t_raw_get = _alternate(store_get, raw.get, nb, base_first)
         start = time.perf_counter()
         store.flush()
         t_writedown = time.perf_counter() - start
@@ -247,7 +264,6 @@ def _round(
         store.close()
         store_bulk.close()
         raw.close()
-        raw_bulk.close()
     return {
         "put": n / t_put,
         "raw_put": n / t_raw_put,
@@ -264,37 +280,30 @@ def _round(
 
 
 def _floor_round(
-    layout: list[list[tuple[bytes, bytes]]], block: int, rng: random.Random, root: Path, base_first: bool
+    entries: list[L0Entry],
+    layout: list[list[tuple[bytes, bytes]]],
+    block: int,
+    rng: random.Random,
+    root: Path,
+    base_first: bool,
 ) -> dict[str, float]:
     """One round of the floors: L0's layout written and read by raw plyvel, against the raw baseline."""
     n = len(layout)
     blocks = range(0, n, block)
     layout_blocks = [layout[i : i + block] for i in blocks]
-    pair_blocks = [[(writes[-1][0], writes[-1][1]) for writes in b] for b in layout_blocks]
     order = list(range(n))
     rng.shuffle(order)
-    get_key_blocks = [[layout[j][-1][0] for j in order[i : i + block]] for i in blocks]
-    prefixes = [b"n:" + f"memory:session-{s:03d}/".encode() for s in range(_SESSIONS)]
     nb = len(layout_blocks)
     flush_every = L0Config().access_flush_every
 
-    raw = _open_raw(root / "raw")
-    raw_bulk = _open_raw(root / "raw-bulk")
+    raw = _Raw(root, entries, block, order)
+    prefixes = [b"n:" + p.encode() for p in raw.prefixes]
     floor = _open_raw(root / "floor")
     floor_bulk = _open_raw(root / "floor-bulk")
-    # the raw baseline stores the bare node, as in the store's rounds
-    nodes = [[(key, msgpack.packb(msgpack.unpackb(value)[1])) for key, value in b] for b in pair_blocks]
     unpackb = msgpack.unpackb
     access = msgpack.packb([1, 0.0])
     reads = [0]
     try:
-
-        def raw_put(i: int) -> None:
-            write_batch = raw.write_batch
-            for key, node in nodes[i]:
-                wb = write_batch()
-                wb.put(key, node)
-                wb.write()
 
         def floor_put(i: int) -> None:
             write_batch = floor.write_batch
@@ -306,12 +315,6 @@ def _floor_round(
                     wb.put(key, value)
                 wb.write()
 
-        def raw_put_bulk(i: int) -> None:
-            wb = raw_bulk.write_batch()
-            for key, node in nodes[i]:
-                wb.put(key, node)
-            wb.write()
-
         def floor_put_bulk(i: int) -> None:
             get = floor_bulk.get
             wb = floor_bulk.write_batch()
@@ -321,15 +324,10 @@ def _floor_round(
                     wb.put(key, value)
             wb.write()
 
-        def raw_get(i: int) -> None:
-            get = raw.get
-            for key in get_key_blocks[i]:
-                unpackb(get(key))
-
         def floor_get(i: int) -> None:
             get = floor.get
             counts = floor.write_batch()
-            for key in get_key_blocks[i]:
+            for key in raw.get_key_blocks[i]:
                 unpackb(get(key))
                 akey = b"a:" + key[2:]
                 get(akey)
@@ -340,26 +338,23 @@ def _floor_round(
                     counts = floor.write_batch()
             counts.write()
 
-        def raw_scan(i: int) -> None:
-            with raw.iterator(prefix=prefixes[i]) as it:
-                [unpackb(v) for _, v in it]
-
         def floor_scan(i: int) -> None:
             with floor.iterator(prefix=prefixes[i]) as it, floor.iterator(prefix=b"a:" + prefixes[i][2:]) as acc:
                 next(acc, None)
                 [unpackb(v) for _, v in it]
 
-        t_put, t_raw_put = _alternate(floor_put, raw_put, nb, base_first)
-        t_bulk, t_raw_bulk = _alternate(floor_put_bulk, raw_put_bulk, nb, base_first)
-        raw.compact_range()
+        t_put, t_raw_put = _alternate(floor_put, raw.put, nb, base_first)
+        t_bulk, t_raw_bulk = _alternate(floor_put_bulk, raw.put_bulk, nb, base_first)
+        raw.db.compact_range()
         floor.compact_range()
-        _alternate(floor_scan, raw_scan, len(prefixes), base_first)  # warm the block caches
-        t_scan, t_raw_scan = _alternate(floor_scan, raw_scan, len(prefixes), base_first)
-        _alternate(floor_get, raw_get, nb, base_first)  # as the store's: read once untouched first
-        t_get, t_raw_get = _alternate(floor_get, raw_get, nb, base_first)
+        _alternate(floor_scan, raw.scan, len(prefixes), base_first)  # warm the block caches
+        t_scan, t_raw_scan = _alternate(floor_scan, raw.scan, len(prefixes), base_first)
+        _alternate(floor_get, raw.get, nb, base_first)  # as the store's: read once untouched first
+        t_get, t_raw_get = _alternate(floor_get, raw.get, nb, base_first)
     finally:
-        for db in (raw, raw_bulk, floor, floor_bulk):
-            db.close()
+        raw.close()
+        floor.close()
+        floor_bulk.close()
     return {
         "put": t_raw_put / t_put,
         "bulk_put": t_raw_bulk / t_bulk,
@@ -386,7 +381,7 @@ def run(quick: bool) -> dict[str, Any]:
         layout = _layout(entries, root)
         for r in range(rounds):
             (root / f"floor-{r}").mkdir()
-            floors.append(_floor_round(layout, block, rng, root / f"floor-{r}", base_first=r % 2 == 0))
+            floors.append(_floor_round(entries, layout, block, rng, root / f"floor-{r}", base_first=r % 2 == 0))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
