@@ -61,6 +61,8 @@ import plyvel
 from gliding_actors.clock import SystemClock
 from gliding_actors.config import L0Config
 from gliding_actors.l0 import L0Entry, L0Store
+from gliding_actors.l0 import _keys as K
+from gliding_actors.l0._entry import pack_access
 from gliding_actors.l0._store import leveldb_options
 
 __all__ = ["run"]
@@ -162,14 +164,18 @@ class _Raw:
     divide by exactly the same work.
     """
 
-    def __init__(self, root: Path, entries: list[L0Entry], block: int, order: list[int]) -> None:
+    def __init__(self, root: Path, entries: list[L0Entry], block: int, rng: random.Random) -> None:
         n = len(entries)
-        keys = [b"n:" + e.iri.encode() for e in entries]
+        #: the order of the round's reads, the same for both sides
+        self.order = list(range(n))
+        rng.shuffle(self.order)
+        keys = [K.NODE + e.iri.encode() for e in entries]
         pairs = list(zip(keys, (e.content for e in entries), strict=True))
         self.pair_blocks = [pairs[i : i + block] for i in range(0, n, block)]
-        self.get_key_blocks = [[keys[j] for j in order[i : i + block]] for i in range(0, n, block)]
+        self.get_key_blocks = [[keys[j] for j in self.order[i : i + block]] for i in range(0, n, block)]
         self.prefixes = [f"memory:session-{s:03d}/" for s in range(_SESSIONS)]
-        self._raw_prefixes = [b"n:" + p.encode() for p in self.prefixes]
+        #: the prefixes as node keys
+        self.node_prefixes = [K.NODE + p.encode() for p in self.prefixes]
         self.db = _open_raw(root / "raw")
         self.bulk = _open_raw(root / "raw-bulk")
         self._pack = msgpack.Packer().pack
@@ -194,7 +200,7 @@ class _Raw:
 
     def scan(self, i: int) -> None:
         unpackb = msgpack.unpackb
-        with self.db.iterator(prefix=self._raw_prefixes[i]) as it:
+        with self.db.iterator(prefix=self.node_prefixes[i]) as it:
             [unpackb(v) for _, v in it]
 
     def close(self) -> None:
@@ -208,12 +214,10 @@ def _round(
     n = len(entries)
     blocks = range(0, n, block)
     entry_blocks = [entries[i : i + block] for i in blocks]
-    order = list(range(n))
-    rng.shuffle(order)
-    get_iri_blocks = [[entries[j].iri for j in order[i : i + block]] for i in blocks]
     nb = len(entry_blocks)
 
-    raw = _Raw(root, entries, block, order)
+    raw = _Raw(root, entries, block, rng)
+    get_iri_blocks = [[entries[j].iri for j in raw.order[i : i + block]] for i in blocks]
     prefixes = raw.prefixes
     store = L0Store(root / "store", clock=SystemClock())
     store_bulk = L0Store(root / "store-bulk", clock=SystemClock())
@@ -288,20 +292,16 @@ def _floor_round(
     base_first: bool,
 ) -> dict[str, float]:
     """One round of the floors: L0's layout written and read by raw plyvel, against the raw baseline."""
-    n = len(layout)
-    blocks = range(0, n, block)
-    layout_blocks = [layout[i : i + block] for i in blocks]
-    order = list(range(n))
-    rng.shuffle(order)
+    layout_blocks = [layout[i : i + block] for i in range(0, len(layout), block)]
     nb = len(layout_blocks)
     flush_every = L0Config().access_flush_every
 
-    raw = _Raw(root, entries, block, order)
-    prefixes = [b"n:" + p.encode() for p in raw.prefixes]
+    raw = _Raw(root, entries, block, rng)
+    prefixes = raw.node_prefixes
     floor = _open_raw(root / "floor")
     floor_bulk = _open_raw(root / "floor-bulk")
     unpackb = msgpack.unpackb
-    access = msgpack.packb([1, 0.0])
+    access = pack_access(1, 0.0)
     reads = [0]
     try:
 
@@ -329,7 +329,7 @@ def _floor_round(
             counts = floor.write_batch()
             for key in raw.get_key_blocks[i]:
                 unpackb(get(key))
-                akey = b"a:" + key[2:]
+                akey = K.ACCESS + key[len(K.NODE) :]
                 get(akey)
                 counts.put(akey, access)
                 reads[0] += 1
@@ -339,7 +339,8 @@ def _floor_round(
             counts.write()
 
         def floor_scan(i: int) -> None:
-            with floor.iterator(prefix=prefixes[i]) as it, floor.iterator(prefix=b"a:" + prefixes[i][2:]) as acc:
+            accesses = K.ACCESS + prefixes[i][len(K.NODE) :]
+            with floor.iterator(prefix=prefixes[i]) as it, floor.iterator(prefix=accesses) as acc:
                 next(acc, None)
                 [unpackb(v) for _, v in it]
 
