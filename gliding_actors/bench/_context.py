@@ -9,7 +9,8 @@ naming the source. For each conversation of a LoCoMo-format file
 2. every dialogue turn **archived to L0** as an L1 archive node of its
    speaker (``memory:session-<speaker>/block-<n>``) with its ``diaId``,
    speaker, session date and text (an image's caption appended, as the data
-   gives it); LoCoMo's ``observation`` facts archived the same way as the
+   gives it), and the speaker's L1 session it belongs to (``session``, as every
+   block the L1 session actor writes names its own); LoCoMo's ``observation`` facts archived the same way as the
    **summaries** an agent would have written, each linking the turns it cites
    (``summarizes``);
 3. for each question of categories 1–4, ``reader.context(query=question,
@@ -46,7 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from gliding_actors.context._service import _archive_line
+from gliding_actors.context._assemble import Candidate, group_heading, render, section_heading
+from gliding_actors.context._service import _archive_parts, _order_of
 from gliding_actors.errors import InvalidInput
 from gliding_actors.hyperspace import BM25Index, EmbedderChain
 from gliding_actors.hyperspace._text import node_text, words
@@ -237,6 +239,7 @@ def ingest(system: Any, memory: ConversationMemory) -> Ingested:
             "speaker": turn.speaker,
             "role": "user",
             "diaId": turn.dia_id,
+            "session": archive(turn.speaker).session_iri(turn.session),
             "sessionDate": turn.date,
             "content": turn.text,
             "createdAt": float(i),
@@ -256,6 +259,7 @@ def ingest(system: Any, memory: ConversationMemory) -> Ingested:
             "role": "summary",
             "summary": obs.fact,
             "summarizes": [{"@id": out.turn_iri[d]} for d in cited],
+            "session": archive(obs.speaker).session_iri(obs.session),
             "sessionDate": obs.date,
             "createdAt": float(at),
         }
@@ -266,26 +270,36 @@ def ingest(system: Any, memory: ConversationMemory) -> Ingested:
 
 
 def _pack(
-    order: Iterable[str], lines: Mapping[str, str], costs: Mapping[str, int], budget: int, count: Callable[[str], int]
+    order: Iterable[str], items: Mapping[str, Candidate], budget: int, count: Callable[[str], int]
 ) -> tuple[list[str], int]:
     """Take ``order``'s items while they fit (an item that does not fit is skipped, as the scheduler does).
 
-    ``costs`` are the lines' own counts; the joined text is counted at the end
-    and the last items dropped while it is over (a join may count more than
-    its parts), so a baseline is held to exactly the scheduler's bound.
+    Rendered as the scheduler renders the archive (``render``: the section's
+    heading, each session's date once over its turns), and paid for the same
+    way: an item's own count, plus a heading's when it is the first under it.
+    The text is counted at the end and the last items dropped while it is over
+    (a join may count more than its parts), so a baseline is held to exactly
+    the scheduler's bound.
     """
-    chosen: list[str] = []
+    chosen: list[Candidate] = []
+    opened: set[str] = set()
     spent = 0
     for iri in order:
-        cost = costs[iri] + (1 if chosen else 0)  # the newline
+        item = items[iri]
+        cost = item.tokens + 1  # the newline before it
+        if not chosen:
+            cost += count(section_heading(item.source))
+        if item.group and item.group not in opened:
+            cost += count(group_heading(item.group)) + 1
         if spent + cost <= budget:
-            chosen.append(iri)
+            chosen.append(item)
+            opened.add(item.group)
             spent += cost
-    tokens = count("\n".join(lines[i] for i in chosen)) if chosen else 0
+    tokens = count(render(chosen)) if chosen else 0
     while chosen and tokens > budget:
         chosen.pop()
-        tokens = count("\n".join(lines[i] for i in chosen)) if chosen else 0
-    return chosen, tokens
+        tokens = count(render(chosen)) if chosen else 0
+    return [c.iri for c in chosen], tokens
 
 
 class Baselines:
@@ -293,8 +307,10 @@ class Baselines:
 
     def __init__(self, turn_nodes: Sequence[tuple[str, dict[str, Any]]], chain: EmbedderChain, rrf_k: int) -> None:
         self.iris = [iri for iri, _ in turn_nodes]
-        self.lines = {iri: _archive_line(node) for iri, node in turn_nodes}
-        self.costs: dict[str, int] = {}
+        self.items: dict[str, Candidate] = {}
+        for iri, node in turn_nodes:
+            line, when = _archive_parts(node)
+            self.items[iri] = Candidate(iri, line, "l0", order=_order_of(node, iri), group=when)
         texts = [node_text(node) for _, node in turn_nodes]
         self.bm25 = BM25Index()
         for iri, text in zip(self.iris, texts, strict=True):
@@ -366,8 +382,9 @@ def evaluate(
             chain = memory.hyperspace.engine.chain
             baselines = Baselines(ingested.turn_nodes, chain, memory.config.hyperspace.rrf_k)
             embedder_name = baselines.space
-            baselines.costs = {iri: counter.count(line) for iri, line in baselines.lines.items()}
-            history_tokens.append(counter.count("\n".join(baselines.lines[i] for i in baselines.iris)))
+            for item in baselines.items.values():
+                item.tokens = max(1, counter.count(item.text))
+            history_tokens.append(counter.count(render(list(baselines.items.values()))))
             # Indexes every archive once, vectors included, outside the timings; a
             # model embedder may need minutes for a whole conversation, hence the long wait.
             memory.hyperspace.wait_indexed(WARM_UP_TIMEOUT_S)
@@ -385,8 +402,8 @@ def evaluate(
                     if trace is not None:
                         trace("context", (budget, result["iris"], result["text"]))
                     any_, all_ = _score(result["iris"], ingested.tells, q.evidence)
-                    b_iris, b_tokens = _pack(bm25, baselines.lines, baselines.costs, budget, counter.count)
-                    f_iris, f_tokens = _pack(fusion, baselines.lines, baselines.costs, budget, counter.count)
+                    b_iris, b_tokens = _pack(bm25, baselines.items, budget, counter.count)
+                    f_iris, f_tokens = _pack(fusion, baselines.items, budget, counter.count)
                     row["budgets"][budget] = {
                         "any": any_,
                         "all": all_,

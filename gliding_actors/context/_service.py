@@ -92,6 +92,9 @@ _MIN_ITEM_TOKENS = 8
 #: search's cost grows with the hits asked and, past the vector index's exact
 #: range, with the memory, so the deep search is kept for the contexts it fills.
 _TYPICAL_ITEM_TOKENS = 16
+#: the scheduler is handed this many times the hits a budget holds: it ranks them again (by
+#: episode; a summary in a turn's place), so the set that fits best is not always the first hits
+_CHOICE = 2
 _MAX_RECALL = 400
 
 
@@ -126,18 +129,26 @@ def _one_line(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def _archive_line(node: Mapping[str, Any]) -> str:
-    """An archived turn or summary as one prompt line: ``[when] who: what``.
+def _archive_parts(node: Mapping[str, Any]) -> tuple[str, str]:
+    """An archived turn or summary as one prompt line ``- who: what``, and the heading it sits under.
 
     The summary when there is one (it is what the agent chose to keep), else
-    the content; never the thought. Where it came from is in ``iris``.
+    the content; never the thought. ``who:`` is left out when the text starts
+    with that name already (a summary says who did what). The heading is the
+    date of the turn's session (``sessionDate``; "" when it has none), written
+    once for all the turns of that date. Where a line came from is in ``iris``.
     """
-    body = node.get("summary") or node.get("content") or node.get("thought") or ""
-    who = node.get("speaker") or node.get("agent") or ""
-    when = node.get("sessionDate") or ""
-    prefix = f"[{when}] " if when else ""
-    prefix += f"{who}: " if who else ""
-    return "- " + prefix + _one_line(str(body))
+    body = _one_line(str(node.get("summary") or node.get("content") or node.get("thought") or ""))
+    who = str(node.get("speaker") or node.get("agent") or "")
+    named = bool(who) and re.match(re.escape(who) + r"(?!\w)", body) is not None
+    line = "- " + (f"{who}: " if who and not named else "") + body
+    return line, _one_line(str(node.get("sessionDate") or ""))
+
+
+def _episode_of(node: Mapping[str, Any]) -> str | None:
+    """The L1 session an archived turn belongs to (its ``session`` IRI), or None."""
+    session = node.get("session")
+    return session if isinstance(session, str) and session else None
 
 
 def _summarized(node: Mapping[str, Any]) -> frozenset[str]:
@@ -288,8 +299,8 @@ class ContextService:
         checked_query, budget, checked_task = check_context_args(query, max_tokens, task)
         current = checked_task if checked_task is not None else self.task_of(agent)
         memory = self._memory
-        first_k = min(_MAX_RECALL, max(10, budget // _TYPICAL_ITEM_TOKENS))
-        deep_k = min(_MAX_RECALL, max(10, budget // _MIN_ITEM_TOKENS))
+        first_k = min(_MAX_RECALL, max(10, _CHOICE * budget // _TYPICAL_ITEM_TOKENS))
+        deep_k = min(_MAX_RECALL, max(10, _CHOICE * budget // _MIN_ITEM_TOKENS))
 
         def layers(_moved: int) -> Future[list[Any]]:
             parts: list[Future[Any]] = [memory.runtime.lookup(session_actor_name(agent)).ask({"t": "session"})]
@@ -332,15 +343,11 @@ class ContextService:
 
             def first_round(hits: dict[str, Any]) -> Future[dict[str, Any]]:
                 def deeper_if_dry(context: dict[str, Any]) -> Future[dict[str, Any]]:
-                    # every hit asked for came back, every one was taken, and the budget still has
-                    # room for the cheapest item: the hits ran out first, so ask as deep as the budget
-                    # could ever use (a hit left out means the budget, not the hits, ran out first)
-                    sources, found = context["sources"], {p["layer"]: p["found"] for p in context["path"]}
-                    ran_dry = (
-                        len(hits.get("iris") or []) >= first_k
-                        and sources["l2"]["items"] + sources["l0"]["items"] >= found["l2"] + found["l0"]
-                        and budget - int(context["tokens"]) >= _MIN_ITEM_TOKENS
-                    )
+                    # every hit asked for came back, yet they offered the scheduler less than its choice
+                    # (_CHOICE budgets' worth): there are more, so ask as deep as the budget could use
+                    sources = context["sources"]
+                    offered = sources["l2"]["proposed_tokens"] + sources["l0"]["proposed_tokens"]
+                    ran_dry = len(hits.get("iris") or []) >= first_k and offered < _CHOICE * budget
                     if first_k < deep_k and ran_dry:
                         return ChainedFuture(search(deep_k), assemble_now)
                     return CompletedFuture(context)
@@ -394,7 +401,10 @@ class ContextService:
                     continue
                 node = entry.content
                 covers = frozenset({iri}) | _summarized(node)
-                candidates.append(Candidate(iri, _archive_line(node), "l0", {"recall": rank}, covers, 0, _order_of(node, iri)))
+                line, when = _archive_parts(node)
+                candidates.append(
+                    Candidate(iri, line, "l0", {"recall": rank}, covers, 0, _order_of(node, iri), when, _episode_of(node))
+                )
                 l0_found += 1
             else:
                 if role != "system" and not memory.may_read(role, iri):

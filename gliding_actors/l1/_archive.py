@@ -98,7 +98,11 @@ class SessionArchive:
         return f"{self.prefix}{_BLOCK}{self._next_block}"
 
     def next_session_iri(self) -> str:
-        return f"{self.prefix}{_SESSION}{self._next_session}"
+        return self.session_iri(self._next_session)
+
+    def session_iri(self, k: int) -> str:
+        """The IRI of this agent's ``k``-th session (the ``session`` its blocks name)."""
+        return f"{self.prefix}{_SESSION}{k}"
 
     def open_blocks(self) -> list[dict[str, Any]]:
         """The blocks of the session still open (not yet closed into a session node), oldest first.
