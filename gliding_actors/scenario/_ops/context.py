@@ -4,7 +4,7 @@
 the task whose projection to use instead of the agent's current one) and
 ``max_tokens``; results the spec's keys
 ``tokens``, ``iris`` (the main list), ``text``, plus ``counter``, ``sources``
-(per source: items, tokens, proposed), ``path`` (what L3, L2 and L0 had),
+(per source: items, tokens, proposed, proposed_tokens), ``path`` (what L3, L2 and L0 had),
 ``task``, ``frame``, ``items``. ``intent``: arg ``entities``; results
 ``prefetched`` (the main list: the lines loaded into L2 and the agent's
 cache, best first) and ``scores``. Replay waits for the loads, so a read
