@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,13 +71,26 @@ def test_vectors_not_made_by_close_are_made_after_the_next_open(
     m = MemorySystem.open(tmp_path / "m", runtime="threads", config=config)
     pa = m.agent("pa", "PA")
     for i in range(20):
-        pa.write(f"note:{i}", {"summary": f"note {i} about the signing keys"}, graph="plan", tags=["user_intent"])  # write-through
+        # write-through; not with the intent tag, whose text the prefetcher would embed (and wait at the gate too)
+        pa.write(f"note:{i}", {"summary": f"note {i} about the signing keys"}, graph="plan", tags=["confirmed_fact"])
     assert pa.search("note", 1)["iris"]  # every line indexed by words; the worker holds one batch at the gate
-    threading.Timer(0.3, server.gate.set).start()  # the batch in hand finishes while close waits for it
+    hyperspace = m.hyperspace
+
+    def open_gate_once_close_dropped_the_backlog() -> None:
+        # close drops the queued texts, then waits for the batch in hand (at most embed_batch): only then
+        # may that batch finish (a timer could fire before close gets there: the worker would embed all 20)
+        deadline = time.monotonic() + 30.0
+        while hyperspace.stats()["embeddings_queued"] > 4 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        server.gate.set()
+
+    threading.Thread(target=open_gate_once_close_dropped_the_backlog, daemon=True).start()
     m.close()
+    server.gate.clear()  # the reopened memory's worker holds at the gate: what close saved stays countable
     with MemorySystem.open(tmp_path / "m", runtime=reopen_on, config=config) as m:
         waiting = m.hyperspace.stats()["waiting_for_vectors"]
         assert 0 < waiting < 20  # the batch in hand got its vectors; the queued rest was saved waiting
+        server.gate.set()
         assert m.hyperspace.wait_embeddings(timeout=30)
         found = m.agent("pa", "PA").search("note 3", 20)
         assert set(found["iris"]) == {f"note:{i}" for i in range(20)}
