@@ -96,6 +96,16 @@ SECTIONS: dict[str, Section] = {
 
 _PYKKA = "raw Pykka ask"
 
+#: bench tokens' sequences compared on this project and agent-coherence (``workloads.<name>``)
+_TOKEN_WORKLOADS: tuple[tuple[str, str], ...] = (
+    ("ac_planning", "agent-coherence's planning graph (4 agents, 12 : 1)"),
+    ("ac_code_review", "agent-coherence's code-review graph (4 agents, 15 : 4)"),
+    ("ac_high_churn", "agent-coherence's high-churn graph (5 agents, 8 : 5)"),
+    ("planning", "planning"),
+    ("reviewing", "reviewing"),
+    ("high_churn", "high churn"),
+)
+
 _CONTEXT_ACCURACY: dict[str, Target] = {
     "budgets.1000.any": Target(">=", 0.90, note="B = 1,000, categories 1–4"),
     "budgets.1000.all": Target(">=", 0.78, note="B = 1,000, categories 1–4"),
@@ -297,6 +307,16 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
                "agent-coherence (published, not measured here)", show_ratio=False),
         Figure("high_churn.saved_pct", "high churn (4 agents, 8 : 4): tokens saved", "%", "high_churn.published_pct",
                "agent-coherence (published, not measured here)", show_ratio=False),
+        *(
+            figure
+            for name, label in _TOKEN_WORKLOADS
+            for figure in (
+                Figure(f"workloads.{name}.saved_full", f"{label}: share of the re-send baseline saved",
+                       "", f"workloads.{name}.saved_agent_coherence_lazy",
+                       "agent-coherence lazy, same sequence, same estimator", show_ratio=False),
+                Figure(f"workloads.{name}.saved_agent_coherence_eager", f"{label}: agent-coherence eager, saved"),
+            )
+        ),
     ),
     "team": (
         Figure("peak_throughput_ops_s", "peak throughput", "ops/s"),

@@ -34,6 +34,17 @@ What is measured, not computed:
   of the value that read returned (what re-sending would have cost); it must
   equal ``tokens_saved + tokens_fetched`` from ``stats()`` (``consistent``);
 * ``misses`` / ``hits`` — from ``stats()``; ``saved_pct`` = 1 − ours / baseline.
+
+``workloads.<name>`` compares, on one operation sequence, what each read sent
+into the agent's context under this project and under agent-coherence 0.15
+(``lazy`` and ``eager``), by one estimator for both
+(:mod:`gliding_actors.bench._tokens_peers`): ``saved_full``,
+``saved_agent_coherence_lazy`` and ``saved_agent_coherence_eager`` (each a
+fraction of re-sending every read: 0.764 is 76.4 %), ``stale_reads`` (this
+project's), and the counts behind them. ``<name>``: the three workloads above
+(their sequences, generated as above) and agent-coherence's own three
+benchmark graphs, unrolled (``ac_planning``, ``ac_code_review``,
+``ac_high_churn``).
 """
 
 from __future__ import annotations
@@ -41,8 +52,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from gliding_actors.metrics._counters import line_text
-from gliding_actors.system import MemorySystem
+from gliding_actors.bench._tokens_peers import (
+    Op,
+    agent_coherence_sequences,
+    replay_agent_coherence,
+    replay_ours,
+)
 
 __all__ = ["PUBLISHED", "WORKLOADS", "run", "run_workload"]
 
@@ -92,64 +107,101 @@ def make_artifact(rng: random.Random, index: int, revision: int) -> dict[str, An
     }
 
 
-def run_workload(
-    name: str, *, rounds: int, artifacts: int = 2, seed: int = 7, runtime: str = "sim"
-) -> dict[str, Any]:
-    """One workload on a fresh memory; the figures of the module docstring."""
+def workload_ops(name: str, *, rounds: int, artifacts: int = 2, seed: int = 7) -> list[Op]:
+    """The workload's sequence: each artifact written once, then ``rounds`` rounds of its reads and
+    writes in a seeded order, each by a seeded agent on a seeded artifact (a write: a new revision)."""
     n_agents, reads, writes = WORKLOADS[name]
     rng = random.Random(f"{name}:{seed}")
-    with MemorySystem.open(runtime=runtime, seed=seed) as memory:
-        counter = memory.counters.counter
-        team = [memory.agent(f"{name}-{i}", "DA") for i in range(n_agents)]
-        iris = [f"artifact:{name}-{k}" for k in range(artifacts)]
-        revision = dict.fromkeys(iris, 0)
-        for k, iri in enumerate(iris):  # the artifacts exist before the team starts reading
-            team[k % n_agents].write(iri, make_artifact(rng, k, 0), graph="execution")
-        before = memory.stats()["coherence"]
-        baseline = 0
-        done_reads = done_writes = 0
-        for _ in range(rounds):
-            ops = ["r"] * reads + ["w"] * writes
-            rng.shuffle(ops)
-            for op in ops:
-                agent = rng.choice(team)
-                iri = rng.choice(iris)
-                if op == "w":
-                    revision[iri] += 1
-                    agent.write(iri, make_artifact(rng, iris.index(iri), revision[iri]), graph="execution")
-                    done_writes += 1
-                else:
-                    value = agent.read(iri)["value"]
-                    baseline += counter.count(line_text(iri, value))
-                    done_reads += 1
-        after = memory.stats()["coherence"]
-    delta = {k: after[k] - before[k] for k in ("reads", "hits", "misses", "tokens_saved", "tokens_fetched")}
-    ours = delta["tokens_fetched"]
+    team = [f"{name}-{i}" for i in range(n_agents)]
+    names = [f"{name}-{k}" for k in range(artifacts)]
+    revision = dict.fromkeys(names, 0)
+    ops = [Op(team[k % n_agents], artifact, make_artifact(rng, k, 0)) for k, artifact in enumerate(names)]
+    for _ in range(rounds):
+        kinds = ["r"] * reads + ["w"] * writes
+        rng.shuffle(kinds)
+        for kind in kinds:
+            agent = rng.choice(team)
+            artifact = rng.choice(names)
+            if kind == "w":
+                revision[artifact] += 1
+                ops.append(Op(agent, artifact, make_artifact(rng, names.index(artifact), revision[artifact])))
+            else:
+                ops.append(Op(agent, artifact))
+    return ops
+
+
+def _saved(tokens: int, resend: int) -> float:
+    return round(1.0 - tokens / resend, 4) if resend else 0.0
+
+
+def compare(ops: list[Op], *, seed: int = 7) -> dict[str, Any]:
+    """``ops`` on this project and on agent-coherence lazy and eager: the ``workloads.<name>`` entry."""
+    ours = replay_ours(ops, seed=seed)
+    resend = ours["resend_tokens"]
+    entry: dict[str, Any] = {
+        "reads": ours["reads"],
+        "writes": ours["writes"],
+        "agents": len({op.agent for op in ops}),
+        "resend_tokens": resend,
+        "full_tokens": ours["tokens"],
+        "saved_full": _saved(ours["tokens"], resend),
+        "hits": ours["hits"],
+        "misses": ours["misses"],
+        "stale_reads": ours["stale_reads"],
+    }
+    for strategy in ("lazy", "eager"):
+        theirs = replay_agent_coherence(ops, strategy)
+        entry[f"agent_coherence_{strategy}_tokens"] = theirs["tokens"]
+        entry[f"saved_agent_coherence_{strategy}"] = _saved(theirs["tokens"], resend)
+        entry[f"agent_coherence_{strategy}_hits"] = theirs["hits"]
+        if strategy == "eager":
+            entry["agent_coherence_eager_pushes"] = theirs["pushes"]
+    entry["_ours"] = ours
+    return entry
+
+
+def run_workload(name: str, *, rounds: int, artifacts: int = 2, seed: int = 7) -> dict[str, Any]:
+    """One workload on a fresh memory: the figures of the module docstring, and its ``workloads`` entry."""
+    n_agents, reads, writes = WORKLOADS[name]
+    compared = compare(workload_ops(name, rounds=rounds, artifacts=artifacts, seed=seed), seed=seed)
+    ours = compared.pop("_ours")
+    delta = ours["stats"]
+    baseline = ours["counted_resend_tokens"]
+    fetched = delta["tokens_fetched"]
     return {
         "agents": n_agents,
         "reads_per_round": reads,
         "writes_per_round": writes,
         "rounds": rounds,
         "artifacts": artifacts,
-        "reads": done_reads,
-        "writes": done_writes,
+        "reads": ours["reads"],
+        "writes": ours["writes"],
         "hits": delta["hits"],
         "misses": delta["misses"],
         "baseline_tokens": baseline,
-        "ours_tokens": ours,
-        "saved_pct": round(100.0 * (1 - ours / baseline), 1) if baseline else 0.0,
+        "ours_tokens": fetched,
+        "saved_pct": round(100.0 * (1 - fetched / baseline), 1) if baseline else 0.0,
         "published_pct": round(100.0 * PUBLISHED[name], 1),
-        "avg_artifact_tokens": round(baseline / done_reads) if done_reads else 0,
-        "consistent": delta["reads"] == done_reads and delta["tokens_saved"] + ours == baseline,
-        "counter": counter.name,
+        "avg_artifact_tokens": round(baseline / ours["reads"]) if ours["reads"] else 0,
+        "consistent": delta["reads"] == ours["reads"] and delta["tokens_saved"] + fetched == baseline,
+        "counter": ours["counter"],
+        "compared": compared,
     }
 
 
 def run(quick: bool = False, *, rounds: int | None = None, seed: int = 7) -> dict[str, Any]:
     chosen = rounds if rounds is not None else (15 if quick else 60)
     report: dict[str, Any] = {"suite": "tokens", "seed": seed, "runtime": "sim"}
+    workloads: dict[str, Any] = {}
+    for name, ops in agent_coherence_sequences().items():
+        compared = compare(ops, seed=seed)
+        compared.pop("_ours")
+        workloads[name] = compared
     for name in WORKLOADS:
         report[name] = run_workload(name, rounds=chosen, seed=seed)
+        workloads[name] = report[name].pop("compared")
+    report["workloads"] = workloads
+    report["estimator"] = "len(compact sorted JSON) // 4, over what each read sent into the agent's context"
     report["summary"] = {
         name: {"ours_pct": report[name]["saved_pct"], "published_pct": report[name]["published_pct"]}
         for name in WORKLOADS
