@@ -20,7 +20,12 @@ Each workload runs ``rounds`` rounds on the deterministic simulator (seeded):
 a round is its reads and writes in a seeded random order, each by a seeded
 random agent on one of ``artifacts`` shared JSON-LD artifacts (a plan, a
 design, a review...: nested nodes of 1,500–4,500 characters of technical
-text; every write is a new revision of similar size). Tokens are counted by
+text). A write is the artifact's next revision, one edit of it
+(:data:`EDITS`: a step moved on, a step rewritten, a step added or dropped,
+the summary reworded), as a team edits a plan between two reads; the report
+gives the edits by kind (``workloads.<name>.edits``) and how much of the
+artifact a revision changes (``edit_share_p50`` / ``_p90``: the changed span
+of its text). Tokens are counted by
 the context layer's counter (``counter`` in the report: ``cl100k_base`` with
 the ``tokens`` extra, else ``estimate-v1``), over the artifact's JSON-LD
 node as the context scheduler renders it.
@@ -49,17 +54,19 @@ benchmark graphs, unrolled (``ac_planning``, ``ac_code_review``,
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any
 
 from gliding_actors.bench._tokens_peers import (
     Op,
     agent_coherence_sequences,
+    compact_json,
     replay_agent_coherence,
     replay_ours,
 )
 
-__all__ = ["PUBLISHED", "WORKLOADS", "run", "run_workload"]
+__all__ = ["EDITS", "PUBLISHED", "WORKLOADS", "changed_share", "revise", "run", "run_workload", "workload_ops"]
 
 #: name -> (agents, reads per round, writes per round)
 WORKLOADS: dict[str, tuple[int, int, int]] = {
@@ -84,19 +91,58 @@ def _sentence(rng: random.Random, lo: int, hi: int) -> str:
     return " ".join(words).capitalize() + "."
 
 
+def _step(rng: random.Random, position: int) -> dict[str, Any]:
+    return {
+        "@type": "Step",
+        "position": position,
+        "name": _sentence(rng, 3, 6),
+        "text": " ".join(_sentence(rng, 8, 16) for _ in range(rng.randint(1, 3))),
+        "status": rng.choice(["todo", "doing", "done"]),
+    }
+
+
+#: how a revision edits an artifact, and how often: what a team does to a plan or a review between
+#: two reads (move a step on, rewrite one, add or drop one, reword the summary)
+EDITS: tuple[tuple[str, float], ...] = (
+    ("status", 0.40),
+    ("step_text", 0.30),
+    ("add_step", 0.10),
+    ("remove_step", 0.10),
+    ("description", 0.10),
+)
+#: a plan or review keeps between this many steps (an edit that would leave them adds or drops instead)
+_STEPS = (4, 12)
+
+
+def revise(rng: random.Random, value: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The next revision of ``value``: one edit drawn from :data:`EDITS`, and its name."""
+    edit = rng.choices([name for name, _ in EDITS], weights=[w for _, w in EDITS])[0]
+    parts = [dict(part) for part in value["hasPart"]]
+    if edit == "remove_step" and len(parts) <= _STEPS[0]:
+        edit = "add_step"
+    elif edit == "add_step" and len(parts) >= _STEPS[1]:
+        edit = "remove_step"
+    if edit == "status":
+        part = rng.choice(parts)
+        part["status"] = rng.choice([s for s in ("todo", "doing", "done") if s != part["status"]])
+    elif edit == "step_text":
+        rng.choice(parts)["text"] = " ".join(_sentence(rng, 8, 16) for _ in range(rng.randint(1, 3)))
+    elif edit == "add_step":
+        parts.append(_step(rng, len(parts) + 1))
+    elif edit == "remove_step":
+        del parts[rng.randrange(len(parts))]
+        for position, part in enumerate(parts, start=1):
+            part["position"] = position
+    revised = {**value, "revision": value["revision"] + 1, "hasPart": parts}
+    if edit == "description":
+        revised["description"] = " ".join(_sentence(rng, 10, 18) for _ in range(2))
+    return revised, edit
+
+
 def make_artifact(rng: random.Random, index: int, revision: int) -> dict[str, Any]:
     """A JSON-LD node the size of a real team artifact (a plan with steps, a review with findings)."""
     kind = _KINDS[index % len(_KINDS)]
-    parts = [
-        {
-            "@type": "Step",
-            "position": i + 1,
-            "name": _sentence(rng, 3, 6),
-            "text": " ".join(_sentence(rng, 8, 16) for _ in range(rng.randint(1, 3))),
-            "status": rng.choice(["todo", "doing", "done"]),
-        }
-        for i in range(rng.randint(4, 9))
-    ]
+    parts = [_step(rng, i + 1) for i in range(rng.randint(4, 9))]
     return {
         "@context": {"@vocab": "https://schema.org/"},
         "@type": kind,
@@ -107,15 +153,25 @@ def make_artifact(rng: random.Random, index: int, revision: int) -> dict[str, An
     }
 
 
-def workload_ops(name: str, *, rounds: int, artifacts: int = 2, seed: int = 7) -> list[Op]:
+def workload_ops(
+    name: str,
+    *,
+    rounds: int,
+    artifacts: int = 2,
+    seed: int = 7,
+    edits: dict[str, int] | None = None,
+    shares: list[float] | None = None,
+) -> list[Op]:
     """The workload's sequence: each artifact written once, then ``rounds`` rounds of its reads and
-    writes in a seeded order, each by a seeded agent on a seeded artifact (a write: a new revision)."""
+    writes in a seeded order, each by a seeded agent on a seeded artifact. A write is the next
+    revision of the artifact (:func:`revise`: one edit); ``edits`` counts them by kind, ``shares``
+    gets each revision's :func:`changed_share`."""
     n_agents, reads, writes = WORKLOADS[name]
     rng = random.Random(f"{name}:{seed}")
     team = [f"{name}-{i}" for i in range(n_agents)]
     names = [f"{name}-{k}" for k in range(artifacts)]
-    revision = dict.fromkeys(names, 0)
-    ops = [Op(team[k % n_agents], artifact, make_artifact(rng, k, 0)) for k, artifact in enumerate(names)]
+    current = {artifact: make_artifact(rng, k, 0) for k, artifact in enumerate(names)}
+    ops = [Op(team[k % n_agents], artifact, current[artifact]) for k, artifact in enumerate(names)]
     for _ in range(rounds):
         kinds = ["r"] * reads + ["w"] * writes
         rng.shuffle(kinds)
@@ -123,11 +179,29 @@ def workload_ops(name: str, *, rounds: int, artifacts: int = 2, seed: int = 7) -
             agent = rng.choice(team)
             artifact = rng.choice(names)
             if kind == "w":
-                revision[artifact] += 1
-                ops.append(Op(agent, artifact, make_artifact(rng, names.index(artifact), revision[artifact])))
+                before = current[artifact]
+                current[artifact], edit = revise(rng, before)
+                if edits is not None:
+                    edits[edit] = edits.get(edit, 0) + 1
+                if shares is not None:
+                    shares.append(changed_share(before, current[artifact]))
+                ops.append(Op(agent, artifact, current[artifact]))
             else:
                 ops.append(Op(agent, artifact))
     return ops
+
+
+def changed_share(before: dict[str, Any], after: dict[str, Any]) -> float:
+    """How much of an artifact a revision changes: the span between the two texts' common prefix and
+    common suffix (compact sorted JSON, the revision number left out), the longer of the span removed
+    and the span written, over the longer text. One edit is one contiguous span (dropping a step
+    renumbers the steps after it)."""
+    old = compact_json({k: v for k, v in before.items() if k != "revision"})
+    new = compact_json({k: v for k, v in after.items() if k != "revision"})
+    prefix = len(os.path.commonprefix([old, new]))
+    suffix = len(os.path.commonprefix([old[prefix:][::-1], new[prefix:][::-1]]))
+    longer = max(len(old), len(new))
+    return (longer - prefix - suffix) / longer if longer else 0.0
 
 
 def _saved(tokens: int, resend: int) -> float:
@@ -163,7 +237,15 @@ def compare(ops: list[Op], *, seed: int = 7) -> dict[str, Any]:
 def run_workload(name: str, *, rounds: int, artifacts: int = 2, seed: int = 7) -> dict[str, Any]:
     """One workload on a fresh memory: the figures of the module docstring, and its ``workloads`` entry."""
     n_agents, reads, writes = WORKLOADS[name]
-    compared = compare(workload_ops(name, rounds=rounds, artifacts=artifacts, seed=seed), seed=seed)
+    edits: dict[str, int] = {}
+    shares: list[float] = []
+    ops = workload_ops(name, rounds=rounds, artifacts=artifacts, seed=seed, edits=edits, shares=shares)
+    compared = compare(ops, seed=seed)
+    shares.sort()
+    compared["edits"] = {kind: edits.get(kind, 0) for kind, _ in EDITS}
+    if shares:
+        compared["edit_share_p50"] = round(shares[len(shares) // 2], 4)
+        compared["edit_share_p90"] = round(shares[min(len(shares) - 1, int(0.9 * len(shares)))], 4)
     ours = compared.pop("_ours")
     delta = ours["stats"]
     baseline = ours["counted_resend_tokens"]

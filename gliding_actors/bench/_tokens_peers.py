@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Op", "agent_coherence_sequences", "estimate", "replay_agent_coherence", "replay_ours"]
+__all__ = ["Op", "agent_coherence_sequences", "compact_json", "estimate", "replay_agent_coherence", "replay_ours"]
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,11 @@ class Op:
 
 def estimate(value: Any) -> int:
     """The one token estimator of the comparison: compact, key-sorted JSON, four characters a token."""
-    return len(_text(value)) // 4
+    return len(compact_json(value)) // 4
 
 
-def _text(value: Any) -> str:
+def compact_json(value: Any) -> str:
+    """The text the estimator counts: compact, key-sorted JSON."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
@@ -156,7 +157,7 @@ def replay_agent_coherence(ops: Sequence[Op], strategy: str) -> dict[str, Any]:
             if op.artifact not in ids:  # as its LangGraph store does: registered empty, then written
                 ids[op.artifact] = core.register_artifact(name=op.artifact, content="").id
             seen = len(audit)
-            content = _text(op.value)
+            content = compact_json(op.value)
             core.write(agent_name=op.agent, artifact_id=ids[op.artifact], content=content, now_tick=tick)
             pushes = sum(1 for record in audit[seen:] if record.get("source") == "broadcast")
             pushed += pushes

@@ -57,3 +57,23 @@ def test_every_workload_is_compared_on_one_sequence_with_no_stale_read() -> None
         assert entry["hits"] == report[name]["hits"]  # the estimator differs from stats(), the misses do not
         for key in ("saved_full", "saved_agent_coherence_lazy", "saved_agent_coherence_eager"):
             assert -10.0 < entry[key] < 1.0
+
+
+def test_a_revision_is_one_edit_of_the_last_one_and_leaves_it_as_it_was() -> None:
+    import copy
+    import random
+
+    from gliding_actors.bench._tokens import changed_share, make_artifact, revise
+
+    rng = random.Random(3)
+    value = make_artifact(rng, 0, 0)
+    kinds = set()
+    for _ in range(300):
+        kept = copy.deepcopy(value)
+        revised, kind = revise(rng, value)
+        kinds.add(kind)
+        assert value == kept  # earlier revisions stay what they were: a sequence holds every one
+        assert revised["revision"] == value["revision"] + 1 and 4 <= len(revised["hasPart"]) <= 12
+        assert 0.0 < changed_share(value, revised) < 1.0
+        value = revised
+    assert kinds == {"status", "step_text", "add_step", "remove_step", "description"}
