@@ -305,12 +305,19 @@ def _pack(
 class Baselines:
     """BM25 and BM25 + dense (RRF) over one conversation's raw turns."""
 
-    def __init__(self, turn_nodes: Sequence[tuple[str, dict[str, Any]]], chain: EmbedderChain, rrf_k: int) -> None:
+    def __init__(
+        self,
+        turn_nodes: Sequence[tuple[str, dict[str, Any]]],
+        chain: EmbedderChain,
+        rrf_k: int,
+        count: Callable[[str], int],
+    ) -> None:
         self.iris = [iri for iri, _ in turn_nodes]
         self.items: dict[str, Candidate] = {}
         for iri, node in turn_nodes:
             line, when = _archive_parts(node)
-            self.items[iri] = Candidate(iri, line, "l0", order=_order_of(node, iri), group=when)
+            tokens = max(1, count(line))
+            self.items[iri] = Candidate(iri, line, "l0", tokens=tokens, order=_order_of(node, iri), group=when)
         texts = [node_text(node) for _, node in turn_nodes]
         self.bm25 = BM25Index()
         for iri, text in zip(self.iris, texts, strict=True):
@@ -380,10 +387,8 @@ def evaluate(
                     trace("node", (iri, node))
             reader = memory.agent("reader", "PA")
             chain = memory.hyperspace.engine.chain
-            baselines = Baselines(ingested.turn_nodes, chain, memory.config.hyperspace.rrf_k)
+            baselines = Baselines(ingested.turn_nodes, chain, memory.config.hyperspace.rrf_k, counter.count)
             embedder_name = baselines.space
-            for item in baselines.items.values():
-                item.tokens = max(1, counter.count(item.text))
             history_tokens.append(counter.count(render(list(baselines.items.values()))))
             # Indexes every archive once, vectors included, outside the timings; a
             # model embedder may need minutes for a whole conversation, hence the long wait.

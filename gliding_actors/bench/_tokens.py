@@ -66,7 +66,7 @@ from gliding_actors.bench._tokens_peers import (
     replay_ours,
 )
 
-__all__ = ["EDITS", "PUBLISHED", "WORKLOADS", "changed_share", "revise", "run", "run_workload", "workload_ops"]
+__all__ = ["EDITS", "PUBLISHED", "WORKLOADS", "changed_share", "edit_shares", "revise", "run", "run_workload", "workload_ops"]
 
 #: name -> (agents, reads per round, writes per round)
 WORKLOADS: dict[str, tuple[int, int, int]] = {
@@ -160,12 +160,10 @@ def workload_ops(
     artifacts: int = 2,
     seed: int = 7,
     edits: dict[str, int] | None = None,
-    shares: list[float] | None = None,
 ) -> list[Op]:
     """The workload's sequence: each artifact written once, then ``rounds`` rounds of its reads and
     writes in a seeded order, each by a seeded agent on a seeded artifact. A write is the next
-    revision of the artifact (:func:`revise`: one edit); ``edits`` counts them by kind, ``shares``
-    gets each revision's :func:`changed_share`."""
+    revision of the artifact (:func:`revise`: one edit); ``edits`` counts them by kind."""
     n_agents, reads, writes = WORKLOADS[name]
     rng = random.Random(f"{name}:{seed}")
     team = [f"{name}-{i}" for i in range(n_agents)]
@@ -179,16 +177,26 @@ def workload_ops(
             agent = rng.choice(team)
             artifact = rng.choice(names)
             if kind == "w":
-                before = current[artifact]
-                current[artifact], edit = revise(rng, before)
+                current[artifact], edit = revise(rng, current[artifact])
                 if edits is not None:
                     edits[edit] = edits.get(edit, 0) + 1
-                if shares is not None:
-                    shares.append(changed_share(before, current[artifact]))
                 ops.append(Op(agent, artifact, current[artifact]))
             else:
                 ops.append(Op(agent, artifact))
     return ops
+
+
+def edit_shares(ops: list[Op]) -> list[float]:
+    """Each revision's :func:`changed_share` against the one before it, in ``ops``' order."""
+    last: dict[str, dict[str, Any]] = {}
+    shares = []
+    for op in ops:
+        if op.value is None:
+            continue
+        if op.artifact in last:
+            shares.append(changed_share(last[op.artifact], op.value))
+        last[op.artifact] = op.value
+    return shares
 
 
 def changed_share(before: dict[str, Any], after: dict[str, Any]) -> float:
@@ -208,8 +216,9 @@ def _saved(tokens: int, resend: int) -> float:
     return round(1.0 - tokens / resend, 4) if resend else 0.0
 
 
-def compare(ops: list[Op], *, seed: int = 7) -> dict[str, Any]:
-    """``ops`` on this project and on agent-coherence lazy and eager: the ``workloads.<name>`` entry."""
+def compare(ops: list[Op], *, seed: int = 7) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``ops`` on this project and on agent-coherence lazy and eager: the ``workloads.<name>`` entry,
+    and this project's replay (:func:`replay_ours`)."""
     ours = replay_ours(ops, seed=seed)
     resend = ours["resend_tokens"]
     entry: dict[str, Any] = {
@@ -230,23 +239,20 @@ def compare(ops: list[Op], *, seed: int = 7) -> dict[str, Any]:
         entry[f"agent_coherence_{strategy}_hits"] = theirs["hits"]
         if strategy == "eager":
             entry["agent_coherence_eager_pushes"] = theirs["pushes"]
-    entry["_ours"] = ours
-    return entry
+    return entry, ours
 
 
 def run_workload(name: str, *, rounds: int, artifacts: int = 2, seed: int = 7) -> dict[str, Any]:
     """One workload on a fresh memory: the figures of the module docstring, and its ``workloads`` entry."""
     n_agents, reads, writes = WORKLOADS[name]
     edits: dict[str, int] = {}
-    shares: list[float] = []
-    ops = workload_ops(name, rounds=rounds, artifacts=artifacts, seed=seed, edits=edits, shares=shares)
-    compared = compare(ops, seed=seed)
-    shares.sort()
+    ops = workload_ops(name, rounds=rounds, artifacts=artifacts, seed=seed, edits=edits)
+    compared, ours = compare(ops, seed=seed)
+    shares = sorted(edit_shares(ops))
     compared["edits"] = {kind: edits.get(kind, 0) for kind, _ in EDITS}
     if shares:
         compared["edit_share_p50"] = round(shares[len(shares) // 2], 4)
         compared["edit_share_p90"] = round(shares[min(len(shares) - 1, int(0.9 * len(shares)))], 4)
-    ours = compared.pop("_ours")
     delta = ours["stats"]
     baseline = ours["counted_resend_tokens"]
     fetched = delta["tokens_fetched"]
@@ -276,9 +282,7 @@ def run(quick: bool = False, *, rounds: int | None = None, seed: int = 7) -> dic
     report: dict[str, Any] = {"suite": "tokens", "seed": seed, "runtime": "sim"}
     workloads: dict[str, Any] = {}
     for name, ops in agent_coherence_sequences().items():
-        compared = compare(ops, seed=seed)
-        compared.pop("_ours")
-        workloads[name] = compared
+        workloads[name] = compare(ops, seed=seed)[0]
     for name in WORKLOADS:
         report[name] = run_workload(name, rounds=chosen, seed=seed)
         workloads[name] = report[name].pop("compared")
